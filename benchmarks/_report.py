@@ -1,0 +1,81 @@
+"""Shared helpers for benchmark scripts: machine description and report writing.
+
+Every benchmark prints its table and, with ``--write``, replaces its own
+section of ``docs/benchmarks.md`` (between ``<!-- BEGIN name -->`` and
+``<!-- END name -->`` markers), stamped with the command, machine and date.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import sys
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+
+
+def machine():
+    """One line describing this machine and the software versions."""
+    import numpy as np
+    import scipy
+
+    parts = [
+        platform.platform(terse=True),
+        f"{os.cpu_count()} CPU cores",
+        f"Python {platform.python_version()}",
+        f"numpy {np.__version__}",
+        f"scipy {scipy.__version__}",
+    ]
+    try:
+        import torch
+
+        parts.append(f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
+        if torch.cuda.is_available():
+            parts.append(torch.cuda.get_device_name(0))
+    except ImportError:
+        pass
+    return ", ".join(parts)
+
+
+def markdown_table(rows, columns, formats=None):
+    """Render a list of dicts as a GitHub markdown table."""
+    formats = formats or {}
+    head = "| " + " | ".join(columns) + " |"
+    rule = "|" + "|".join("---" for _ in columns) + "|"
+    lines = [head, rule]
+    for row in rows:
+        cells = []
+        for col in columns:
+            value = row.get(col, "")
+            fmt = formats.get(col)
+            if fmt and isinstance(value, (int, float)):
+                cells.append(format(value, fmt))
+            else:
+                cells.append(str(value))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_section(name, title, body):
+    """Replace (or append) the section ``name`` of docs/benchmarks.md."""
+    stamp = (
+        f"Command: `python {' '.join(sys.argv)}`  \n"
+        f"Machine: {machine()}  \n"
+        f"Date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}\n"
+    )
+    section = (
+        f"<!-- BEGIN {name} -->\n## {title}\n\n{stamp}\n{body.strip()}\n"
+        f"<!-- END {name} -->"
+    )
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
+    if begin in text and end in text:
+        pre = text[: text.index(begin)]
+        post = text[text.index(end) + len(end) :]
+        text = pre + section + post
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    DOC.write_text(text)

@@ -1,0 +1,19 @@
+"""fdaimpute: imputation of sparse, irregular, noisy functional data.
+
+Scikit-learn estimators that turn subjects observed a few times each into
+smooth curves on a grid, with derivatives and uncertainty.
+"""
+
+from fdaimpute import metrics, oracle, simulate
+from fdaimpute.base import BaseImputer
+from fdaimpute.data import IrregularData
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "BaseImputer",
+    "IrregularData",
+    "metrics",
+    "oracle",
+    "simulate",
+]

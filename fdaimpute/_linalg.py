@@ -1,0 +1,26 @@
+"""Small numerical helpers shared by the statistical estimators."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def group_by_count(offsets):
+    """Group subjects by their number of observations, for batched solves.
+
+    Parameters
+    ----------
+    offsets : ndarray of shape (n_subjects + 1,)
+        CSR offsets of an IrregularData.
+
+    Yields
+    ------
+    rows : ndarray of shape (g,)
+        Positions of the subjects with ``m`` observations.
+    obs : ndarray of shape (g, m)
+        Indices of their observations in the flat arrays.
+    """
+    counts = np.diff(offsets)
+    for m in np.unique(counts):
+        rows = np.flatnonzero(counts == m)
+        yield rows, offsets[rows][:, None] + np.arange(m)

@@ -1,0 +1,117 @@
+"""The oracle: conditional expectation with the process's true covariance.
+
+For a process with known mean, covariance and noise variance, the best
+linear predictor of ``X_i(s)`` from subject ``i``'s observations is
+
+    mu(s) + C(s, t_i) (C(t_i, t_i) + sigma^2 I)^{-1} (y_i - mu(t_i)),
+
+the limit that benchmarks report against (it is the exact conditional mean
+when the scores are Gaussian).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fdaimpute._linalg import group_by_count
+from fdaimpute._validation import resolve_grid
+from fdaimpute.base import BaseImputer
+
+__all__ = ["ConditionalMean"]
+
+
+class ConditionalMean(BaseImputer):
+    """Best linear predictor of each curve given the true process.
+
+    Needs no fitting: ``transform`` works at once (``fit`` is accepted for
+    use in pipelines and does nothing but check the input).
+
+    Parameters
+    ----------
+    process : fdaimpute.simulate.BasisProcess
+        The data-generating process, with its ``noise_sd``.
+    grid : int or array-like, default=None
+        Output grid; defaults to 101 points on the process's domain.
+    extrapolate : bool, default=False
+        Allow times outside the process's domain.
+
+    Examples
+    --------
+    >>> import fdaimpute as fi
+    >>> sim = fi.simulate.sand_paper(n=400, n_obs="8-12", random_state=0)
+    >>> oracle = fi.oracle.ConditionalMean(sim.process)
+    >>> curves = oracle.transform(sim.test.data)
+    >>> curves.shape
+    (20, 101)
+    """
+
+    def __init__(self, process, *, grid=None, extrapolate=False):
+        self.process = process
+        self.grid = grid
+        self.extrapolate = extrapolate
+
+    def __sklearn_is_fitted__(self):
+        return True
+
+    @property
+    def time_range_(self):
+        return self.process.domain
+
+    @property
+    def grid_(self):
+        grid = 101 if self.grid is None else self.grid
+        return resolve_grid(grid, self.process.domain)
+
+    def fit(self, X=None, y=None):
+        """Check the input (if any) and return self; the oracle learns nothing."""
+        if X is not None:
+            self._check_transform_input(X)
+        return self
+
+    def _fit(self, data):
+        pass
+
+    def _posterior(self, data, with_cov=False):
+        """Posterior mean (and covariance) of the scores, grouped by n_i."""
+        proc = self.process
+        n_basis = proc.score_var.size
+        lam = proc.score_var
+        sigma2 = proc.noise_sd**2
+        mean_xi = np.zeros((len(data), n_basis))
+        cov_xi = np.zeros((len(data), n_basis, n_basis)) if with_cov else None
+        basis = proc.basis(data.times)
+        resid = data.values - proc.mean(data.times)
+        for rows, obs in group_by_count(data.offsets):
+            b = basis[obs]  # (g, m, p)
+            r = resid[obs]  # (g, m)
+            bl = b * lam  # B Lambda
+            sigma = bl @ np.swapaxes(b, 1, 2)
+            m = sigma.shape[-1]
+            jitter = max(sigma2, 1e-10 * np.trace(sigma, axis1=1, axis2=2).max() / m)
+            sigma[:, np.arange(m), np.arange(m)] += jitter
+            # Solve Sigma_i^{-1} [r_i, B_i Lambda] in one batched call.
+            rhs = np.concatenate([r[..., None], bl], axis=2) if with_cov else r[..., None]
+            sol = np.linalg.solve(sigma, rhs)
+            mean_xi[rows] = np.einsum("gmp,gm->gp", bl, sol[..., 0])
+            if with_cov:
+                cov_xi[rows] = np.diag(lam) - np.swapaxes(bl, 1, 2) @ sol[..., 1:]
+        return mean_xi, cov_xi
+
+    def _transform_grid(self, data, grid, return_std=False):
+        mean_xi, cov_xi = self._posterior(data, with_cov=return_std)
+        basis = self.process.basis(grid)
+        curves = self.process.mean(grid) + mean_xi @ basis.T
+        if not return_std:
+            return curves
+        var = np.einsum("mp,npq,mq->nm", basis, cov_xi, basis)
+        return curves, np.sqrt(np.clip(var, 0.0, None))
+
+    def _derivative_grid(self, data, grid):
+        mean_xi, _ = self._posterior(data)
+        return self.process.derivative(mean_xi, grid)
+
+    def _predict_ragged(self, data, times, offsets):
+        mean_xi, _ = self._posterior(data)
+        subject = np.repeat(np.arange(len(data)), np.diff(offsets))
+        b = self.process.basis(times)
+        return self.process.mean(times) + np.einsum("ip,ip->i", b, mean_xi[subject])
