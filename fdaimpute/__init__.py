@@ -7,12 +7,14 @@ smooth curves on a grid, with derivatives and uncertainty.
 from fdaimpute import metrics, oracle, simulate
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
+from fdaimpute.kernel import KernelImputer
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BaseImputer",
     "IrregularData",
+    "KernelImputer",
     "metrics",
     "oracle",
     "simulate",

@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from fdaimpute.data import IrregularData
+from fdaimpute.data import IrregularData, subject_label
 
 LONG_COLUMNS = ("id", "time", "value")
 
@@ -44,11 +44,6 @@ def as_irregular(X):
                     f"got {type(pair).__name__}"
                 )
         return IrregularData.from_lists([p[0] for p in X], [p[1] for p in X])
-    if isinstance(X, dict):
-        raise TypeError(
-            "a dict is not accepted; build IrregularData.from_long(...) or "
-            "IrregularData.from_lists(...) explicitly"
-        )
     return None
 
 
@@ -112,7 +107,7 @@ def check_in_range(data, time_range, *, extrapolate, tol=1e-9):
         j = int(np.flatnonzero(bad)[0])
         i = int(data.subject_index[j])
         raise ValueError(
-            f"subject {data.ids[i]!r} (position {i}) is observed at time "
+            f"{subject_label(data.ids, i)} is observed at time "
             f"{data.times[j]:g}, outside the training range [{lo:g}, {hi:g}]; "
             "pass extrapolate=True to allow it"
         )

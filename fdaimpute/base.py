@@ -13,7 +13,7 @@ from fdaimpute._validation import (
     check_times_in_range,
     resolve_grid,
 )
-from fdaimpute.data import IrregularData
+from fdaimpute.data import IrregularData, subject_label
 
 __all__ = ["BaseImputer"]
 
@@ -283,7 +283,7 @@ class BaseImputer(TransformerMixin, BaseEstimator):
         else:
             subject = np.repeat(np.arange(len(data)), np.diff(flat_offsets))
             rows = np.unique(subject[bad])
-        names = ", ".join(repr(data.ids[i]) for i in rows[:5])
+        names = "; ".join(subject_label(data.ids, i) for i in rows[:5])
         raise FloatingPointError(
             f"non-finite {what} for {rows.size} subject(s) ({names}); this is a bug "
             "or a numerical failure - please report it with the data"
@@ -294,8 +294,9 @@ class BaseImputer(TransformerMixin, BaseEstimator):
 
     def _predict_ragged(self, data, times, offsets):
         """Evaluate at per-subject times by linear interpolation of a fine grid."""
-        lo, hi = min(self.time_range_[0], times.min()), max(
-            self.time_range_[1], times.max()
+        lo, hi = (
+            min(self.time_range_[0], times.min()),
+            max(self.time_range_[1], times.max()),
         )
         fine = np.linspace(lo, hi, 1001)
         curves = self._transform_grid(data, fine, return_std=False)
@@ -339,4 +340,3 @@ def _is_ragged(times):
     if isinstance(times, np.ndarray):
         return times.dtype == object
     return len(times) > 0 and np.ndim(times[0]) >= 1
-

@@ -10,11 +10,13 @@ import numpy as np
 __all__ = ["IrregularData"]
 
 
-def _subject_label(ids, i):
+def subject_label(ids, i):
     """Human-readable name of subject ``i`` for error messages."""
     if ids is None:
         return f"subject at position {i}"
-    return f"subject {ids[i]!r} (position {i})"
+    label = ids[i]
+    label = label.item() if hasattr(label, "item") else label
+    return f"subject {label!r} (position {i})"
 
 
 def _as_float_1d(x, what, label):
@@ -22,7 +24,9 @@ def _as_float_1d(x, what, label):
     try:
         arr = np.asarray(x)
     except Exception as exc:  # ragged nested sequences and the like
-        raise TypeError(f"{label}: {what} could not be read as an array ({exc})")
+        raise TypeError(
+            f"{label}: {what} could not be read as an array ({exc})"
+        ) from None
     if arr.dtype == object or arr.dtype.kind in "USV":
         try:
             arr = arr.astype(np.float64)
@@ -113,7 +117,9 @@ class IrregularData:
                 raise ValueError("ids must not contain NaN")
             if len(np.unique(ids)) != n:
                 uniq, counts = np.unique(ids, return_counts=True)
-                raise ValueError(f"ids must be unique; repeated: {uniq[counts > 1][:5]}")
+                raise ValueError(
+                    f"ids must be unique; repeated: {uniq[counts > 1][:5]}"
+                )
         if offsets[0] != 0 or np.any(np.diff(offsets) < 0):
             raise ValueError("offsets must start at 0 and be non-decreasing")
         if offsets[-1] != times.size:
@@ -132,7 +138,7 @@ class IrregularData:
         counts = np.diff(offsets)
         if np.any(counts == 0):
             i = int(np.flatnonzero(counts == 0)[0])
-            raise ValueError(f"{_subject_label(ids, i)} has no observations")
+            raise ValueError(f"{subject_label(ids, i)} has no observations")
         subject = np.repeat(np.arange(n), counts)
         for arr, what in ((times, "time"), (values, "value")):
             bad = ~np.isfinite(arr)
@@ -140,7 +146,7 @@ class IrregularData:
                 j = int(np.flatnonzero(bad)[0])
                 i = int(subject[j])
                 raise ValueError(
-                    f"{_subject_label(ids, i)} has a non-finite {what} "
+                    f"{subject_label(ids, i)} has a non-finite {what} "
                     f"({arr[j]}) at observation {j - offsets[i]}"
                 )
         if duplicates not in ("raise", "average"):
@@ -157,7 +163,7 @@ class IrregularData:
                     j = int(np.flatnonzero(same)[0])
                     i = int(subject[j])
                     raise ValueError(
-                        f"{_subject_label(ids, i)} has two observations at time "
+                        f"{subject_label(ids, i)} has two observations at time "
                         f"{times[j]}; pass duplicates='average' to average them"
                     )
                 starts = np.concatenate([[True], ~same])
@@ -201,7 +207,11 @@ class IrregularData:
         """
         if isinstance(times, np.ndarray) and times.ndim == 2 and times.dtype != object:
             times = list(times)
-        if isinstance(values, np.ndarray) and values.ndim == 2 and values.dtype != object:
+        if (
+            isinstance(values, np.ndarray)
+            and values.ndim == 2
+            and values.dtype != object
+        ):
             values = list(values)
         if not isinstance(times, Sequence) and not isinstance(times, np.ndarray):
             raise TypeError(f"times must be a sequence of arrays, got {type(times)}")
@@ -221,13 +231,11 @@ class IrregularData:
                 )
         t_list, y_list = [], []
         for i in range(n):
-            label = _subject_label(ids, i)
+            label = subject_label(ids, i)
             t = _as_float_1d(times[i], "times", label)
             y = _as_float_1d(values[i], "values", label)
             if t.size != y.size:
-                raise ValueError(
-                    f"{label} has {t.size} times but {y.size} values"
-                )
+                raise ValueError(f"{label} has {t.size} times but {y.size} values")
             if t.size == 0:
                 raise ValueError(f"{label} has no observations")
             t_list.append(t)
@@ -239,9 +247,7 @@ class IrregularData:
         return cls(cat_t, cat_y, offsets, ids, duplicates=duplicates)
 
     @classmethod
-    def from_long(
-        cls, df, id="id", time="time", value="value", *, duplicates="raise"
-    ):
+    def from_long(cls, df, id="id", time="time", value="value", *, duplicates="raise"):
         """Build from a long table: one row per observation.
 
         Subjects appear in order of first appearance in ``df``.
@@ -283,7 +289,9 @@ class IrregularData:
             raise ValueError(f"column {id!r} has missing subject ids")
         if raw_ids.dtype == object and any(v is None for v in raw_ids):
             raise ValueError(f"column {id!r} has missing subject ids")
-        uniq, first, inverse = np.unique(raw_ids, return_index=True, return_inverse=True)
+        uniq, first, inverse = np.unique(
+            raw_ids, return_index=True, return_inverse=True
+        )
         rank = np.empty(uniq.size, dtype=np.int64)
         rank[np.argsort(first, kind="stable")] = np.arange(uniq.size)
         subject = rank[inverse.ravel()]
@@ -296,7 +304,7 @@ class IrregularData:
                     bad = _first_non_numeric(arr)
                     i = int(subject[bad])
                     raise TypeError(
-                        f"{_subject_label(ids, i)}: column {col!r} must be numeric, "
+                        f"{subject_label(ids, i)}: column {col!r} must be numeric, "
                         f"got {arr[bad]!r}"
                     ) from None
         t = t.astype(np.float64)
@@ -351,7 +359,7 @@ class IrregularData:
         if np.isinf(X).any():
             i, j = np.argwhere(np.isinf(X))[0]
             raise ValueError(
-                f"{_subject_label(ids, int(i))} has an infinite value in column {j}"
+                f"{subject_label(ids, int(i))} has an infinite value in column {j}"
             )
         observed = ~np.isnan(X)
         rows, cols = np.nonzero(observed)
@@ -365,7 +373,7 @@ class IrregularData:
                 )
         if np.any(counts == 0):
             i = int(np.flatnonzero(counts == 0)[0])
-            raise ValueError(f"{_subject_label(ids, i)} has no observations (all NaN)")
+            raise ValueError(f"{subject_label(ids, i)} has no observations (all NaN)")
         offsets = np.concatenate([[0], np.cumsum(counts)])
         return cls(grid[cols], X[rows, cols], offsets, ids)
 
@@ -391,6 +399,31 @@ class IrregularData:
         duplicates = kwargs.pop("duplicates", "raise")
         df = pd.read_csv(path, **kwargs)
         return cls.from_long(df, id=id, time=time, value=value, duplicates=duplicates)
+
+    @classmethod
+    def concat(cls, parts):
+        """Stack the subjects of several IrregularData, in order.
+
+        Ids must stay unique across the parts.
+
+        Examples
+        --------
+        >>> from fdaimpute import IrregularData
+        >>> a = IrregularData.from_lists([[0, 1]], [[1.0, 2.0]], ids=["a"])
+        >>> b = IrregularData.from_lists([[0.5]], [[3.0]], ids=["b"])
+        >>> IrregularData.concat([a, b]).ids.tolist()
+        ['a', 'b']
+        """
+        parts = list(parts)
+        if not parts:
+            raise ValueError("nothing to concatenate")
+        counts = np.concatenate([p.n_obs for p in parts])
+        return cls(
+            np.concatenate([p.times for p in parts]),
+            np.concatenate([p.values for p in parts]),
+            np.concatenate([[0], np.cumsum(counts)]),
+            np.concatenate([p.ids for p in parts]),
+        )
 
     # ------------------------------------------------------------------ #
     # conversions
@@ -441,7 +474,7 @@ class IrregularData:
             j = int(np.flatnonzero(off)[0])
             i = int(self.subject_index[j])
             raise ValueError(
-                f"{_subject_label(self.ids, i)} is observed at time "
+                f"{subject_label(self.ids, i)} is observed at time "
                 f"{self.times[j]}, which is not on the grid"
             )
         X = np.full((len(self), grid.size), np.nan)

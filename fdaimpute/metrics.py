@@ -97,9 +97,11 @@ def summarize(pred, truth, *, scale=1000.0):
     for name, per in (("mse", mse_per_subject), ("tv", tv_per_subject)):
         values = scale * per(pred, truth)
         out[name] = float(values.mean())
-        out[name + "_se"] = float(values.std(ddof=1) / np.sqrt(values.size)) if (
-            values.size > 1
-        ) else float("nan")
+        out[name + "_se"] = (
+            float(values.std(ddof=1) / np.sqrt(values.size))
+            if (values.size > 1)
+            else float("nan")
+        )
     return out
 
 
@@ -214,7 +216,7 @@ def held_out_scorer(fraction=0.2, random_state=0):
 
 
 def curve_scorer(estimator, X, y):
-    """A scikit-learn scorer: minus the MSE of ``transform(X)`` against true curves ``y``.
+    """A scikit-learn scorer: minus the MSE of ``transform(X)`` against curves ``y``.
 
     For simulations, where the true curves on the imputer's grid are known.
     """

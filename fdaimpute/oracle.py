@@ -90,7 +90,9 @@ class ConditionalMean(BaseImputer):
             jitter = max(sigma2, 1e-10 * np.trace(sigma, axis1=1, axis2=2).max() / m)
             sigma[:, np.arange(m), np.arange(m)] += jitter
             # Solve Sigma_i^{-1} [r_i, B_i Lambda] in one batched call.
-            rhs = np.concatenate([r[..., None], bl], axis=2) if with_cov else r[..., None]
+            rhs = (
+                np.concatenate([r[..., None], bl], axis=2) if with_cov else r[..., None]
+            )
             sol = np.linalg.solve(sigma, rhs)
             mean_xi[rows] = np.einsum("gmp,gm->gp", bl, sol[..., 0])
             if with_cov:

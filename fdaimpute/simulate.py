@@ -80,7 +80,9 @@ class BasisProcess:
 
     def basis(self, t):
         """Basis functions at times ``t``, shape ``(len(t), n_basis)``."""
-        return np.asarray(self._basis(np.asarray(t, dtype=np.float64)), dtype=np.float64)
+        return np.asarray(
+            self._basis(np.asarray(t, dtype=np.float64)), dtype=np.float64
+        )
 
     def covariance(self, s, t):
         """Covariance ``Cov(X(s_a), X(t_b))``, shape ``(len(s), len(t))``."""
@@ -93,8 +95,10 @@ class BasisProcess:
 
     def derivative(self, scores, t, eps=1e-6):
         """Derivatives of the curves with these scores (central differences)."""
-        return (self.curves(scores, np.asarray(t) + eps) - self.curves(
-            scores, np.asarray(t) - eps)) / (2 * eps)
+        return (
+            self.curves(scores, np.asarray(t) + eps)
+            - self.curves(scores, np.asarray(t) - eps)
+        ) / (2 * eps)
 
     def sample_scores(self, n, random_state=None):
         """Draw the scores of ``n`` subjects, shape ``(n, n_basis)``."""
@@ -136,7 +140,9 @@ class FourierProcess(BasisProcess):
 
     def __init__(self, n_harmonics=20, scores="exp", noise_sd=0.0):
         if not isinstance(n_harmonics, numbers.Integral) or n_harmonics < 1:
-            raise ValueError(f"n_harmonics must be a positive integer, got {n_harmonics}")
+            raise ValueError(
+                f"n_harmonics must be a positive integer, got {n_harmonics}"
+            )
         self.n_harmonics = int(n_harmonics)
         k = np.arange(1, self.n_harmonics + 1)
 
@@ -286,9 +292,13 @@ def sample(
     if times not in ("uniform", "clustered"):
         raise ValueError(f"times must be 'uniform' or 'clustered', got {times!r}")
     if not off_grid and hi > grid.size:
-        raise ValueError(f"cannot draw {hi} distinct times from a {grid.size}-point grid")
+        raise ValueError(
+            f"cannot draw {hi} distinct times from a {grid.size}-point grid"
+        )
     if len(split) != 3 or min(split) < 0 or not np.isclose(sum(split), 1.0):
-        raise ValueError(f"split must be three non-negative shares summing to 1: {split}")
+        raise ValueError(
+            f"split must be three non-negative shares summing to 1: {split}"
+        )
 
     scores = process.sample_scores(n, rng)
     counts = rng.integers(lo, hi + 1, size=n)

@@ -42,7 +42,9 @@ def get_kernel(name):
     try:
         return KERNELS[name]
     except KeyError:
-        raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {name!r}") from None
+        raise ValueError(
+            f"kernel must be one of {sorted(KERNELS)}, got {name!r}"
+        ) from None
 
 
 def bin_data(x, y, weights=None, *, n_bins=None, lo=None, hi=None):
@@ -111,8 +113,17 @@ def _local_sums(x, w, y, points, bandwidth, kernel, chunk=2_000_000):
     return out
 
 
-def local_linear(x, y, points, bandwidth, *, weights=None, kernel="gaussian",
-                 derivative=False, ridge=0.0):
+def local_linear(
+    x,
+    y,
+    points,
+    bandwidth,
+    *,
+    weights=None,
+    kernel="gaussian",
+    derivative=False,
+    ridge=0.0,
+):
     """Weighted local-linear regression of ``y`` on ``x`` at ``points``.
 
     Solves, at each point ``s``, ``min_{a,b} sum_j w_j K((x_j - s)/h)
@@ -190,8 +201,16 @@ def bandwidth_candidates(x, n=20, *, kernel="gaussian", min_points=2):
     return np.geomspace(h_min, h_max, n)
 
 
-def select_bandwidth(x, y, candidates, *, weights=None, within_ss=None,
-                     kernel="gaussian", criterion="gcv"):
+def select_bandwidth(
+    x,
+    y,
+    candidates,
+    *,
+    weights=None,
+    within_ss=None,
+    kernel="gaussian",
+    criterion="gcv",
+):
     """Choose the bandwidth of a pooled local-linear smoother.
 
     Works on binned data (``x`` bin centres, ``y`` bin means, ``weights``

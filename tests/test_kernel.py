@@ -1,0 +1,205 @@
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+from sklearn.linear_model import RidgeCV
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+
+import fdaimpute as fi
+from fdaimpute import IrregularData, KernelImputer
+
+
+def _lines(n=30, seed=0, n_obs=(3, 8)):
+    rng = np.random.default_rng(seed)
+    times, values, slopes = [], [], []
+    for _ in range(n):
+        t = np.sort(
+            rng.choice(np.linspace(0, 1, 41), rng.integers(*n_obs), replace=False)
+        )
+        a, b = rng.normal(size=2)
+        times.append(t)
+        values.append(a + b * t)
+        slopes.append((a, b))
+    return IrregularData.from_lists(times, values), np.array(slopes)
+
+
+@pytest.mark.parametrize(
+    "kernel, bandwidth",
+    [
+        ("gaussian", 0.2),
+        ("gaussian", 0.5),
+        ("gaussian", "cv"),
+        ("gaussian", "gcv"),
+        # Epanechnikov windows must hold two points everywhere to be exact.
+        ("epanechnikov", 1.0),
+        ("epanechnikov", 3.0),
+    ],
+)
+def test_exact_on_noise_free_straight_lines(kernel, bandwidth):
+    data, coef = _lines()
+    grid = np.linspace(0, 1, 21)
+    imp = KernelImputer(grid=grid, kernel=kernel, bandwidth=bandwidth, shrinkage=0.0)
+    curves = imp.fit(data).transform(data)
+    assert_allclose(curves, coef[:, :1] + coef[:, 1:] * grid, atol=1e-6)
+    assert_allclose(imp.derivative(data), np.repeat(coef[:, 1:], 21, axis=1), atol=1e-5)
+
+
+def test_auto_shrinkage_picks_zero_on_noise_free_lines():
+    data, coef = _lines(n_obs=(4, 8))
+    imp = KernelImputer(grid=np.linspace(0, 1, 11)).fit(data)
+    assert imp.shrinkage_ == 0.0
+    assert_allclose(
+        imp.transform(data), coef[:, :1] + coef[:, 1:] * imp.grid_, atol=1e-6
+    )
+
+
+def test_tiny_bandwidth_interpolates_the_observations():
+    sim = fi.simulate.sand_paper(n=40, n_obs="8-12", random_state=0)
+    imp = KernelImputer(bandwidth=1e-3, shrinkage=0.0).fit(sim.train.data)
+    at_obs = imp.predict_at(sim.test.data)
+    assert_allclose(at_obs.values, sim.test.data.values, atol=1e-8)
+
+
+def test_error_shrinks_with_bandwidth_on_dense_noise_free_curves():
+    proc = fi.simulate.FourierProcess(n_harmonics=3, scores="gauss")
+    sim = fi.simulate.sample(proc, 60, 60, random_state=0)
+    errors = []
+    for h in [0.1, 0.05, 0.02]:
+        imp = KernelImputer(grid=sim.grid, bandwidth=h, shrinkage=0.0)
+        errors.append(
+            fi.metrics.mse(
+                imp.fit(sim.train.data).transform(sim.test.data), sim.test.truth
+            )
+        )
+    assert errors[0] > errors[1] > errors[2]
+    assert errors[2] < 1e-3
+
+
+def test_single_observation_subject_gets_a_finite_curve_near_the_mean():
+    sim = fi.simulate.sand_paper(n=200, n_obs="8-12", random_state=0)
+    imp = KernelImputer(grid=sim.grid).fit(sim.train.data)
+    lonely = IrregularData.from_lists([[0.5]], [[3.0]], ids=["solo"])
+    for selection in ("pooled", "subject"):
+        imp.set_params(selection=selection).fit(sim.train.data)
+        curve = imp.transform(lonely)[0]
+        assert np.isfinite(curve).all()
+        # Far from its one point the subject falls back to the pooled mean.
+        assert abs(curve[0] - imp.mean_[0]) < 0.05
+        assert curve[50] > imp.mean_[50] + 0.5
+
+
+def test_shrinkage_beats_plain_smoothing_on_sparse_data():
+    sim = fi.simulate.sand_paper(n=1000, n_obs="3-5", random_state=0)
+    plain = KernelImputer(grid=sim.grid, shrinkage=0.0).fit(sim.train.data)
+    shrunk = KernelImputer(grid=sim.grid).fit(sim.train.data)
+    err_plain = fi.metrics.mse(plain.transform(sim.test.data), sim.test.truth)
+    err_shrunk = fi.metrics.mse(shrunk.transform(sim.test.data), sim.test.truth)
+    assert err_shrunk < 0.85 * err_plain
+
+
+def test_per_subject_selection_runs_and_differs_by_subject():
+    sim = fi.simulate.sand_paper(n=100, n_obs="8-12", random_state=0)
+    imp = KernelImputer(selection="subject", grid=sim.grid).fit(sim.train.data)
+    h, lam = imp._bandwidths(sim.test.data)
+    assert h.shape == (len(sim.test.data),) and np.unique(h).size > 1
+    assert np.isfinite(imp.transform(sim.test.data)).all()
+
+
+def test_output_rows_follow_input_order_and_ids():
+    sim = fi.simulate.sand_paper(n=100, n_obs="3-5", random_state=0)
+    imp = KernelImputer(grid=sim.grid).fit(sim.train.data)
+    data = sim.test.data
+    order = np.array([3, 0, 4, 1, 2])
+    assert_allclose(imp.transform(data[order]), imp.transform(data)[order])
+    imp.set_output(transform="pandas")
+    frame = imp.transform(data)
+    assert isinstance(frame, pd.DataFrame)
+    assert_array_equal(frame.index, data.ids)
+    assert frame.columns[1] == "t=0.01"
+
+
+def test_accepts_every_input_format():
+    data, _ = _lines(n=8)
+    imp = KernelImputer(grid=np.linspace(0, 1, 5), bandwidth=0.3).fit(data)
+    ref = imp.transform(data)
+    assert_allclose(imp.transform(data.to_long()), ref)
+    pairs = list(zip(*data.to_lists()))
+    assert_allclose(imp.transform(pairs), ref)
+
+
+def test_dense_matrix_input_fills_in_the_matrix():
+    rng = np.random.default_rng(0)
+    X = np.add.outer(rng.normal(size=30), np.linspace(0, 1, 8))
+    X_missing = X.copy()
+    X_missing[rng.random(X.shape) < 0.3] = np.nan
+    imp = KernelImputer(shrinkage=0.0, bandwidth=0.5)
+    filled = imp.fit_transform(X_missing)
+    assert filled.shape == X.shape
+    assert_allclose(filled, X, atol=1e-6)
+    with pytest.raises(ValueError, match="features"):
+        imp.transform(X[:, :5])
+
+
+def test_pipeline_cross_val_score_and_grid_search():
+    sim = fi.simulate.sand_paper(n=300, n_obs="8-12", random_state=0)
+    data = sim.train.data
+    y = sim.train.truth[:, 40:60].mean(axis=1)
+    pipe = make_pipeline(KernelImputer(grid=np.linspace(0, 1, 21)), RidgeCV())
+    scores = cross_val_score(pipe, data, y, cv=3)
+    assert scores.shape == (3,) and np.all(scores > 0.3)
+    search = GridSearchCV(pipe, {"kernelimputer__bandwidth": [0.02, 0.06]}, cv=3)
+    search.fit(data, y)
+    assert search.best_params_["kernelimputer__bandwidth"] in (0.02, 0.06)
+    assert search.predict(sim.test.data).shape == (len(sim.test.data),)
+
+
+def test_clone_get_params_and_pickle_round_trip():
+    imp = KernelImputer(bandwidth=0.1, kernel="epanechnikov", grid=11)
+    cloned = clone(imp)
+    assert cloned.get_params() == imp.get_params()
+    data, _ = _lines()
+    imp.fit(data)
+    again = pickle.loads(pickle.dumps(imp))
+    assert_allclose(again.transform(data), imp.transform(data))
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"bandwidth": -1.0}, "bandwidth"),
+        ({"bandwidth": "silverman"}, "bandwidth"),
+        ({"kernel": "box"}, "kernel"),
+        ({"selection": "both"}, "selection"),
+        ({"shrinkage": -0.5}, "shrinkage"),
+        ({"n_bandwidths": 0}, "n_bandwidths"),
+        ({"grid": 1}, "at least 2"),
+        ({"grid": [0.5, 0.2]}, "increasing"),
+        ({"grid": [0.0, 2.0]}, "extrapolate"),
+    ],
+)
+def test_bad_parameters_raise(params, match):
+    data, _ = _lines()
+    with pytest.raises(ValueError, match=match):
+        KernelImputer(**params).fit(data)
+
+
+def test_times_outside_training_range_need_extrapolate():
+    data, _ = _lines()
+    imp = KernelImputer(bandwidth=0.3).fit(data)
+    late = IrregularData.from_lists([[0.5, 1.5]], [[0.0, 1.0]], ids=["late"])
+    with pytest.raises(ValueError, match=r"subject 'late'.*outside the training range"):
+        imp.transform(late)
+    imp.set_params(extrapolate=True).fit(data)
+    assert np.isfinite(imp.transform(late)).all()
+
+
+def test_unfitted_transform_raises():
+    from sklearn.exceptions import NotFittedError
+
+    data, _ = _lines()
+    with pytest.raises(NotFittedError):
+        KernelImputer().transform(data)
