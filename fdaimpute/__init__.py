@@ -4,7 +4,7 @@ Scikit-learn estimators that turn subjects observed a few times each into
 smooth curves on a grid, with derivatives and uncertainty.
 """
 
-from fdaimpute import metrics, oracle, simulate
+from fdaimpute import datasets, metrics, oracle, plotting, simulate
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.kernel import KernelImputer
@@ -15,7 +15,9 @@ __all__ = [
     "BaseImputer",
     "IrregularData",
     "KernelImputer",
+    "datasets",
     "metrics",
     "oracle",
+    "plotting",
     "simulate",
 ]
