@@ -8,6 +8,7 @@ from fdaimpute import datasets, metrics, oracle, plotting, simulate
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.kernel import KernelImputer
+from fdaimpute.mice import MICEImputer
 
 __version__ = "0.1.0.dev0"
 
@@ -15,6 +16,7 @@ __all__ = [
     "BaseImputer",
     "IrregularData",
     "KernelImputer",
+    "MICEImputer",
     "datasets",
     "metrics",
     "oracle",

@@ -28,7 +28,9 @@ def main(source):
         times = _rows(source / f"{level}_T_obs.csv")
         values = _rows(source / f"{level}_X_obs.csv")
         counts = np.array([int(v[0]) for v in values], dtype=np.int16)
-        if any(len(t) != c or len(v) - 1 != c for t, v, c in zip(times, values, counts)):
+        if any(
+            len(t) != c or len(v) - 1 != c for t, v, c in zip(times, values, counts)
+        ):
             raise ValueError(f"{level}: counts do not match the rows")
         index = np.rint(np.concatenate(times) * 95).astype(np.int8)
         out[f"{level}_counts"] = counts

@@ -2,11 +2,11 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fdaimpute import KernelImputer
+from fdaimpute import KernelImputer, MICEImputer
 
 
 def _estimators():
-    return [KernelImputer(bandwidth=0.5)]
+    return [KernelImputer(bandwidth=0.5), MICEImputer(max_iter=2, random_state=0)]
 
 
 def _expected_failures(estimator):
