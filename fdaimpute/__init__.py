@@ -9,6 +9,7 @@ from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.kernel import KernelImputer
 from fdaimpute.mice import MICEImputer
+from fdaimpute.pace import PACEImputer
 
 __version__ = "0.1.0.dev0"
 
@@ -17,6 +18,7 @@ __all__ = [
     "IrregularData",
     "KernelImputer",
     "MICEImputer",
+    "PACEImputer",
     "datasets",
     "metrics",
     "oracle",

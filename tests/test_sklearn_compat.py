@@ -2,14 +2,35 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fdaimpute import KernelImputer, MICEImputer
+from fdaimpute import KernelImputer, MICEImputer, PACEImputer
+
+# These checks fit on matrices with 2 columns, i.e. 2 distinct times; PACE
+# needs at least 3 distinct times to estimate a covariance off the diagonal
+# and raises a clear ValueError instead.
+_PACE_TWO_COLUMN_CHECKS = {
+    name: "fits on 2 columns (times); PACE needs at least 3 distinct times"
+    for name in (
+        "check_estimators_fit_returns_self",
+        "check_estimators_overwrite_params",
+        "check_fit_check_is_fitted",
+        "check_fit_idempotent",
+        "check_n_features_in",
+        "check_readonly_memmap_input",
+    )
+}
 
 
 def _estimators():
-    return [KernelImputer(bandwidth=0.5), MICEImputer(max_iter=2, random_state=0)]
+    return [
+        KernelImputer(bandwidth=0.5),
+        MICEImputer(max_iter=2, random_state=0),
+        PACEImputer(random_state=0),
+    ]
 
 
 def _expected_failures(estimator):
+    if isinstance(estimator, PACEImputer):
+        return _PACE_TWO_COLUMN_CHECKS
     return {}
 
 

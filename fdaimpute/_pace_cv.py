@@ -1,0 +1,262 @@
+"""Held-out-point cross-validation of PACE's covariance bandwidths and K.
+
+A random set of training subjects hides a share of its observations from
+every estimation step (mean, covariance, noise variance); each candidate
+model then predicts the hidden values from the visible ones by conditional
+expectation. The mean squared prediction error is the imputation error at
+those times plus the constant ``sigma^2``, so minimising it tracks the
+quantity PACE is used for.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from scipy.interpolate import CubicSpline
+
+from fdaimpute import _fpca
+
+HIDE_FRACTION = 0.2
+MAX_SUBJECTS = 3000
+MIN_SUBJECTS = 1000
+FLOP_BUDGET = 2e8  # per candidate bandwidth
+
+
+def n_validation(counts, max_k):
+    """Validation subjects affordable per candidate (cost of the CV predictions)."""
+    m = np.mean(counts[counts >= 2]) * (1 - HIDE_FRACTION)
+    per_subject = m * max_k**2 + max_k**3 / 3 + max_k**2 * (1 + m / 4)
+    return int(np.clip(FLOP_BUDGET / per_subject, MIN_SUBJECTS, MAX_SUBJECTS))
+
+
+def hide_points(offsets, rng, max_subjects=MAX_SUBJECTS, fraction=HIDE_FRACTION):
+    """Pick validation subjects and the observations each one hides.
+
+    Returns
+    -------
+    val : ndarray of int
+        Validation subjects (sorted), each with at least two observations.
+    hidden : ndarray of bool of shape (n_obs,)
+        The hidden observations (at least one per validation subject, and
+        each keeps at least one).
+    """
+    counts = np.diff(offsets)
+    eligible = np.flatnonzero(counts >= 2)
+    n_val = min(eligible.size, max_subjects)
+    val = np.sort(rng.choice(eligible, n_val, replace=False))
+    m = counts[val]
+    n_hide = np.clip(np.rint(fraction * m).astype(np.int64), 1, m - 1)
+    owner = np.repeat(np.arange(n_val), m)
+    local = np.arange(owner.size) - np.repeat(np.cumsum(m) - m, m)
+    order = np.lexsort((rng.random(owner.size), owner))
+    rank = np.empty(owner.size, dtype=np.int64)
+    rank[order] = local
+    obs = np.repeat(offsets[val], m) + local
+    hidden = np.zeros(offsets[-1], dtype=bool)
+    hidden[obs[rank < n_hide[owner]]] = True
+    return val, hidden
+
+
+def _ragged(mask, offsets, val):
+    """Offsets and flat indices of the ``mask`` observations of subjects ``val``."""
+    per = np.add.reduceat(mask.astype(np.int64), offsets[:-1])
+    per = np.where(np.diff(offsets) > 0, per, 0)[val]
+    starts = offsets[val]
+    m = np.diff(offsets)[val]
+    idx = np.repeat(starts, m) + (np.arange(m.sum()) - np.repeat(np.cumsum(m) - m, m))
+    idx = idx[mask[idx]]
+    return np.concatenate([[0], np.cumsum(per)]), idx
+
+
+class _Evaluator:
+    """Scores of candidate bandwidths on the held-out points (cached)."""
+
+    def __init__(self, est, state, val_fit, val_new, max_k):
+        self.est = est
+        self.moments = state["moments"]
+        self.smoother = (
+            None
+            if est.fdapace_compat
+            else _fpca.RotatedSmoother(self.moments, est.work_grid_, est.kernel)
+        )
+        self.t_fit, self.r_fit, self.off_fit = val_fit
+        self.t_new, self.r_new, self.off_new = val_new
+        self.max_k = max_k
+        self.cache = {}
+        lo, hi = est.work_grid_[0], est.work_grid_[-1]
+        both = np.clip(np.concatenate([self.t_fit, self.t_new]), lo, hi)
+        self.unique_times, inverse = np.unique(both, return_inverse=True)
+        n_fit = self.t_fit.size
+        self.inv_fit, self.inv_new = inverse[:n_fit], inverse[n_fit:]
+
+    def __call__(self, along, across):
+        key = (round(float(along), 12), round(float(across), 12))
+        if key in self.cache:
+            return self.cache[key]
+        est = self.est
+        try:
+            cov = est._smooth(self.moments, (along, across), self.smoother)
+            sigma2 = est._noise_variance(self.moments, cov, (along, across))
+            values, phi = _fpca.eigen_analysis(
+                cov,
+                est.work_grid_,
+                max_components=self.max_k,
+                rule="uniform" if est.fdapace_compat else "trapezoid",
+            )
+        except (ValueError, np.linalg.LinAlgError):
+            self.cache[key] = np.full(self.max_k, np.inf)
+            return self.cache[key]
+        lam = values[: phi.shape[1]]
+        spline = CubicSpline(est.work_grid_, phi, axis=0)
+        at_unique = spline(self.unique_times)
+        b_fit, b_new = at_unique[self.inv_fit], at_unique[self.inv_new]
+        try:
+            pred = _fpca.cumulative_predictions(
+                self.r_fit, b_fit, self.off_fit, b_new, self.off_new, lam, sigma2
+            )
+        except np.linalg.LinAlgError:
+            pred = np.full((self.t_new.size, lam.size), np.nan)
+        scores = np.full(self.max_k, np.inf)
+        mse = np.mean((self.r_new[:, None] - pred) ** 2, axis=0)
+        scores[: lam.size] = np.where(np.isfinite(mse), mse, np.inf)
+        self.cache[key] = scores
+        return scores
+
+
+def select_by_cv(est, data, bins, max_k, rng):
+    """Choose the covariance bandwidths and/or K by held-out-point CV.
+
+    Parameters
+    ----------
+    est : PACEImputer
+        The estimator being fitted (its parameters and ``work_grid_``).
+    data : IrregularData
+        Training subjects.
+    bins : fdaimpute._fpca.Bins
+        Bins of all training observations.
+    max_k : int
+        Largest number of components.
+    rng : numpy.random.RandomState
+        Randomness of the held-out points.
+
+    Returns
+    -------
+    bandwidth : tuple of float or str
+        ``(along, across)``, or the estimator's own rule when it is not "cv".
+    k : int or None
+        Chosen number of components (``None`` unless ``n_components="cv"``).
+    results : dict
+        Evaluated bandwidths and scores.
+    """
+    val, hidden = hide_points(data.offsets, rng, n_validation(data.n_obs, max_k))
+    visible = ~hidden
+    subject = data.subject_index
+    state = est._estimate(
+        data.times[visible],
+        data.values[visible],
+        subject[visible],
+        len(data),
+        bins.subset(visible),
+    )
+    resid_all = data.values - bins.interpolate(state["mu_c"])
+    off_fit, idx_fit = _ragged(visible, data.offsets, val)
+    off_new, idx_new = _ragged(hidden, data.offsets, val)
+    evaluator = _Evaluator(
+        est,
+        state,
+        (data.times[idx_fit], resid_all[idx_fit], off_fit),
+        (data.times[idx_new], resid_all[idx_new], off_new),
+        max_k,
+    )
+    k_fixed = (
+        int(est.n_components)
+        if isinstance(est.n_components, numbers.Integral)
+        else None
+    )
+
+    def score(along, across):
+        s = evaluator(along, across)
+        if k_fixed is not None:
+            return s[min(k_fixed, max_k) - 1]
+        return float(np.min(s))
+
+    if isinstance(est.bandwidth_cov, str) and est.bandwidth_cov == "cv":
+        along, across = _search(
+            score, bins, est.work_grid_, float(state["moments"].count.sum())
+        )
+        bandwidth = (along, across)
+    else:
+        state["subject"], state["n_subjects"] = subject[visible], len(data)
+        h = est._cov_bandwidth(state)
+        along, across = (h, h) if np.ndim(h) == 0 else h
+        bandwidth = est.bandwidth_cov
+    curve = evaluator(along, across)
+    if not np.isfinite(curve).any():
+        raise ValueError(
+            "cross-validation failed for every candidate bandwidth; the data "
+            "are too sparse for a covariance estimate"
+        )
+    wants_k = isinstance(est.n_components, str) and est.n_components == "cv"
+    k = int(np.argmin(curve)) + 1 if wants_k else None
+    tried = sorted(evaluator.cache)
+    results = dict(
+        bandwidths=np.array(tried),
+        scores=np.array([np.min(evaluator.cache[t]) for t in tried]),
+        scores_by_k=curve,
+        n_subjects=val.size,
+        n_hidden=int(hidden.sum()),
+    )
+    return bandwidth, k, results
+
+
+def _search(score, bins, work_grid, n_pairs):
+    """Coordinate search in log-bandwidths, from isotropic to anisotropic.
+
+    1. isotropic sweep (7 bandwidths, from the smallest with about 20 raw
+       covariances per window up to half the range); 2. lengthen along the
+       diagonal by factors of 3; 3. shorten (else widen) across it by
+       factors of 1.5; 4. refine along by sqrt(3). Each move is repeated
+       while it improves the score.
+    """
+    span = work_grid[-1] - work_grid[0]
+    step = _fpca.regular_step(bins.centres) or np.max(np.diff(bins.centres))
+    h_min = max(0.7 * step, span * 1e-3)
+    h_max = span
+    h_dense = span * np.sqrt(20.0 / (2 * np.pi * max(n_pairs, 1.0)))
+    best = (np.inf, None)
+    for h in np.geomspace(min(max(h_min, h_dense), span / 8), span / 2, 7):
+        s = score(h, h)
+        if s < best[0]:
+            best = (s, (h, h))
+    if best[1] is None:
+        raise ValueError(
+            "the covariance cannot be smoothed for any candidate bandwidth; "
+            "the data are too sparse"
+        )
+    best_score, point = best
+
+    def walk(point, best_score, factor, axis):
+        moved = False
+        while True:
+            cand = list(point)
+            cand[axis] = float(np.clip(cand[axis] * factor, h_min, h_max))
+            cand = tuple(cand)
+            if np.isclose(cand[axis], point[axis]):
+                return point, best_score, moved
+            s = score(*cand)
+            if not s < best_score:
+                return point, best_score, moved
+            point, best_score, moved = cand, s, True
+
+    # 2. lengthen along the diagonal
+    point, best_score, _ = walk(point, best_score, 3.0, 0)
+    # 3. shorten (or widen) across the diagonal
+    point, best_score, moved = walk(point, best_score, 1 / 1.5, 1)
+    if not moved:
+        point, best_score, _ = walk(point, best_score, 1.5, 1)
+    # 4. refine along
+    point, best_score, moved = walk(point, best_score, np.sqrt(3.0), 0)
+    if not moved:
+        point, best_score, _ = walk(point, best_score, 1 / np.sqrt(3.0), 0)
+    return float(point[0]), float(point[1])
