@@ -41,7 +41,7 @@ def _method_factories():
     else:
         methods["pace"] = (
             "functional PCA by conditional expectation (PACE)",
-            lambda grid, seed, quick: PACEImputer(grid=grid),
+            lambda grid, seed, quick: PACEImputer(grid=grid, random_state=seed),
         )
     try:
         from fdaimpute.neural import SANDImputer, VTImputer
