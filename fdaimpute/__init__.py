@@ -9,6 +9,7 @@ from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.kernel import KernelImputer
 from fdaimpute.mice import MICEImputer
+from fdaimpute.neural import SANDImputer, VTImputer
 from fdaimpute.pace import PACEImputer
 
 __version__ = "0.1.0.dev0"
@@ -19,9 +20,21 @@ __all__ = [
     "KernelImputer",
     "MICEImputer",
     "PACEImputer",
+    "SANDImputer",
+    "VTImputer",
     "datasets",
     "metrics",
     "oracle",
     "plotting",
+    "regularizers",
     "simulate",
 ]
+
+
+def __getattr__(name):
+    # The regularizers are torch objects: import them only when asked for.
+    if name == "regularizers":
+        import importlib
+
+        return importlib.import_module("fdaimpute.regularizers")
+    raise AttributeError(f"module 'fdaimpute' has no attribute {name!r}")

@@ -185,7 +185,7 @@ class BaseImputer(TransformerMixin, BaseEstimator):
         data = self._check_transform_input(X)
         if times is None:
             query = data
-        elif np.ndim(times) == 1 and not _is_ragged(times):
+        elif not _is_ragged(times) and np.ndim(times) == 1:
             common = np.asarray(times, dtype=np.float64)
             if common.size == 0 or not np.all(np.isfinite(common)):
                 raise ValueError("times must be a non-empty array of finite numbers")

@@ -203,3 +203,16 @@ def test_unfitted_transform_raises():
     data, _ = _lines()
     with pytest.raises(NotFittedError):
         KernelImputer().transform(data)
+
+
+def test_predict_at_per_subject_times_of_different_lengths():
+    data, coef = _lines(n=2)
+    imp = KernelImputer(bandwidth=0.5, shrinkage=0.0).fit(data)
+    out = imp.predict_at(data, [np.array([0.2, 0.8]), np.array([0.1, 0.5, 0.9])])
+    assert isinstance(out, IrregularData)
+    assert_array_equal(out.n_obs, [2, 3])
+    assert_allclose(
+        out.values,
+        coef[out.subject_index, 0] + coef[out.subject_index, 1] * out.times,
+        atol=1e-6,
+    )

@@ -1,0 +1,392 @@
+"""VT and SAND on the SAND paper's simulation, next to the oracle (and PACE/kernel).
+
+The paper's process (SAND_SPEC.md, Simulation): n subjects split 90/5/5, the
+three sparsities n_i = 30, 8-12, 3-5; MSE and TV x 1000 on the 101-point
+grid against the noise-free curves of the test subjects, with standard
+errors over subjects, and the ratio of each MSE to the oracle's (the
+conditional mean with the true covariance).
+
+The neural imputers are fitted on the training and validation subjects
+together, holding out the same share (5%) for their own validation.
+
+Examples
+--------
+A quick check (a few minutes on a laptop)::
+
+    python benchmarks/bench_neural.py --n 2000 --epochs 20 --sparsity 8-12
+
+The documented run (``--write`` replaces the "neural" section of
+docs/benchmarks.md)::
+
+    python benchmarks/bench_neural.py --n 10000 --epochs 60 --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import machine, markdown_table, write_section  # noqa: E402
+
+import fdaimpute as fi  # noqa: E402
+from fdaimpute.data import IrregularData  # noqa: E402
+from fdaimpute.neural import PRESETS, SANDImputer, VTImputer  # noqa: E402
+
+SPARSITIES = {"30": 30, "8-12": "8-12", "3-5": "3-5"}
+COLUMNS = [
+    "n_i",
+    "method",
+    "MSE",
+    "TV",
+    "MSE / oracle",
+    "epochs (best)",
+    "s / epoch",
+    "fit s",
+]
+
+
+def concat(a, b):
+    """Subjects of ``a`` followed by those of ``b``."""
+    offsets = np.concatenate([a.offsets, a.offsets[-1] + b.offsets[1:]])
+    return IrregularData(
+        np.concatenate([a.times, b.times]),
+        np.concatenate([a.values, b.values]),
+        offsets,
+        np.concatenate([a.ids, b.ids]),
+    )
+
+
+def neural(kind, args, n_fit):
+    cls = SANDImputer if kind == "sand" else VTImputer
+    params = {
+        "preset": args.preset,
+        "max_epochs": args.epochs,
+        "validation_fraction": round(args.val_share * n_fit) / n_fit,
+        "random_state": args.seed,
+        "verbose": args.verbose,
+    }
+    for name in (
+        "d_model",
+        "n_heads",
+        "encoder_layers",
+        "decoder_layers",
+        "dim_feedforward",
+        "batch_size",
+        "lr",
+        "patience",
+        "dropout",
+    ):
+        value = getattr(args, name)
+        if value is not None:
+            params[name] = value
+    if kind == "sand" and args.anchors is not None:
+        params["anchors"] = args.anchors
+    return cls(**params)
+
+
+def statistical(kind):
+    """PACE / kernel imputers when their modules exist (other issues)."""
+    try:
+        if kind == "pace":
+            from fdaimpute.pace import PACEImputer
+
+            return PACEImputer()
+        from fdaimpute.kernel import KernelImputer
+
+        return KernelImputer()
+    except ImportError:
+        return None
+
+
+_SETTINGS = (
+    "d_model",
+    "n_heads",
+    "encoder_layers",
+    "decoder_layers",
+    "dim_feedforward",
+    "batch_size",
+    "lr",
+    "patience",
+    "dropout",
+)
+
+
+def _label(method, args):
+    """Row label: the method and any setting that differs from the preset."""
+    name = {"vt": "VT", "sand": "SAND"}.get(method, method)
+    if method not in ("vt", "sand"):
+        return name
+    preset = PRESETS[args.preset]
+    changed = [
+        f"{k}={getattr(args, k)}"
+        for k in _SETTINGS
+        if getattr(args, k) is not None and getattr(args, k) != preset[k]
+    ]
+    if method == "sand" and args.anchors:
+        changed.append(f"anchors={args.anchors}")
+    if args.preset != "cpu":
+        changed.insert(0, f"preset={args.preset}")
+    return f"{name} ({', '.join(changed)})" if changed else name
+
+
+def run_one(sparsity, args):
+    sim = fi.simulate.sand_paper(
+        args.n, n_obs=SPARSITIES[sparsity], random_state=args.seed
+    )
+    fit_data = concat(sim.train.data, sim.validation.data)
+    test, truth = sim.test.data, sim.test.truth
+    rows = []
+    oracle = fi.oracle.ConditionalMean(sim.process).transform(test)
+    oracle_mse = fi.metrics.mse(oracle, truth, scale=1000)
+    for method in args.methods:
+        extra = {}
+        if method == "oracle":
+            pred, seconds = oracle, 0.0
+        elif method in ("vt", "sand"):
+            est = neural(method, args, len(fit_data))
+            start = time.perf_counter()
+            est.fit(fit_data)
+            seconds = time.perf_counter() - start
+            pred = est.transform(test)
+            hist = est.history_
+            extra = {
+                "epochs (best)": f"{est.n_epochs_} ({est.best_epoch_ + 1})",
+                "s / epoch": float(np.mean(hist["seconds"])),
+            }
+        else:
+            est = statistical(method)
+            if est is None:
+                print(f"  {method}: not available (module missing), skipped")
+                continue
+            start = time.perf_counter()
+            pred = est.fit(fit_data).transform(test)
+            seconds = time.perf_counter() - start
+        s = fi.metrics.summarize(pred, truth)
+        row = {
+            "n_i": sparsity,
+            "method": _label(method, args),
+            "MSE": f"{s['mse']:.1f} ({s['mse_se']:.1f})",
+            "TV": f"{s['tv']:.1f} ({s['tv_se']:.1f})",
+            "MSE / oracle": s["mse"] / oracle_mse,
+            "fit s": seconds,
+            **extra,
+        }
+        rows.append(row)
+        print(
+            f"  {row['method']:>7}: MSE {row['MSE']}, TV {row['TV']}, "
+            f"ratio {row['MSE / oracle']:.3f}, fit {seconds:.0f} s "
+            f"{extra.get('epochs (best)', '')}",
+            flush=True,
+        )
+    return rows
+
+
+def _rss_mb(field):
+    """``VmRSS`` (current) or ``VmHWM`` (peak) of this process in MB, Linux only."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _reset_peak_rss():
+    """Reset the peak-RSS mark (Linux >= 4.0); False where not possible."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def _random_subjects(n, rng):
+    """``n`` subjects with 8-12 distinct grid times each and random values."""
+    counts = rng.integers(8, 13, size=n)
+    first = np.argsort(rng.random((n, 101)), axis=1)[:, :12]
+    cols = np.sort(np.where(np.arange(12) < counts[:, None], first, 101), axis=1)
+    times = cols[cols < 101] / 100.0
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return IrregularData(times, rng.standard_normal(times.size), offsets)
+
+
+def throughput(args):
+    """Transform speed of the default-size models, and memory beyond the output."""
+    rows = []
+    rng = np.random.default_rng(0)
+    fit = fi.simulate.sand_paper(2000, n_obs="8-12", random_state=0).train.data
+    for cls in (VTImputer, SANDImputer):
+        est = cls(max_epochs=1, random_state=0).fit(fit)
+        est.transform(fit[:512])  # warm-up
+        for n in args.throughput_n:
+            data = _random_subjects(n, rng)
+            before = _rss_mb("VmRSS")
+            reset = _reset_peak_rss()
+            start = time.perf_counter()
+            out = est.transform(data)
+            seconds = time.perf_counter() - start
+            extra = _rss_mb("VmHWM") - before - out.nbytes / 2**20 if reset else None
+            rows.append(
+                {
+                    "model": cls.__name__,
+                    "subjects": n,
+                    "curves / s": n / seconds,
+                    "output MB": out.nbytes / 2**20,
+                    "peak memory beyond output MB": "n/a" if extra is None else extra,
+                }
+            )
+            print(rows[-1], flush=True)
+            del out
+    return markdown_table(
+        rows,
+        [
+            "model",
+            "subjects",
+            "curves / s",
+            "output MB",
+            "peak memory beyond output MB",
+        ],
+        {
+            "curves / s": ".0f",
+            "output MB": ".0f",
+            "peak memory beyond output MB": ".0f",
+        },
+    )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=10_000, help="subjects (all splits)")
+    parser.add_argument(
+        "--sparsity", nargs="+", default=list(SPARSITIES), choices=list(SPARSITIES)
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["oracle", "pace", "kernel", "vt", "sand"],
+        choices=["oracle", "pace", "kernel", "vt", "sand"],
+    )
+    parser.add_argument("--preset", default="cpu", choices=["cpu", "paper"])
+    parser.add_argument("--epochs", type=int, default=None, help="max_epochs")
+    parser.add_argument("--d-model", dest="d_model", type=int)
+    parser.add_argument("--n-heads", dest="n_heads", type=int)
+    parser.add_argument("--encoder-layers", dest="encoder_layers", type=int)
+    parser.add_argument("--decoder-layers", dest="decoder_layers", type=int)
+    parser.add_argument("--dim-feedforward", dest="dim_feedforward", type=int)
+    parser.add_argument("--dropout", type=float)
+    parser.add_argument("--batch-size", dest="batch_size", type=int)
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--patience", type=int)
+    parser.add_argument("--anchors", choices=["mean", "two-sided"])
+    parser.add_argument(
+        "--val-share",
+        type=float,
+        default=0.05,
+        help="share of the fitting subjects used for validation",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch threads")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--write", action="store_true", help="update docs/benchmarks.md"
+    )
+    parser.add_argument(
+        "--save-rows", dest="save_rows", help="also write the rows to this JSON file"
+    )
+    parser.add_argument(
+        "--load-rows",
+        dest="load_rows",
+        nargs="+",
+        help="skip fitting: tabulate rows saved by earlier runs (with --save-rows)",
+    )
+    parser.add_argument(
+        "--throughput",
+        action="store_true",
+        help="measure transform speed (default-size models, n_i 8-12) instead",
+    )
+    parser.add_argument(
+        "--throughput-n",
+        nargs="+",
+        type=int,
+        default=[10_000, 100_000],
+        dest="throughput_n",
+    )
+    args = parser.parse_args(argv)
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(machine())
+    if args.throughput:
+        table = throughput(args)
+        print()
+        print(table)
+        if args.write:
+            body = (
+                "Transform of simulated subjects with n_i in 8-12 onto the 101-point "
+                'grid, default (`preset="cpu"`) sizes, after one training epoch '
+                "(speed does not depend on the weights); times on the grid, one "
+                "process, glibc's default allocator. The last column is the peak "
+                "resident memory during the call minus the memory before it and "
+                f"minus the returned array.\n\n{table}\n"
+            )
+            write_section("neural-throughput", "VT and SAND transform throughput", body)
+        return []
+    rows, commands = [], []
+    if args.load_rows:
+        for path in args.load_rows:
+            saved = json.loads(Path(path).read_text())
+            rows.extend(saved["rows"])
+            commands.append(saved["command"])
+    else:
+        commands.append("python " + " ".join(sys.argv))
+        for sparsity in args.sparsity:
+            print(f"n = {args.n}, n_i = {sparsity}", flush=True)
+            rows.extend(run_one(sparsity, args))
+        if args.save_rows:
+            Path(args.save_rows).write_text(
+                json.dumps({"command": commands[0], "machine": machine(), "rows": rows})
+            )
+    seen, unique = set(), []
+    for row in rows:  # each saved run repeats the oracle row
+        key = (row["n_i"], row["method"])
+        if key not in seen:
+            seen.add(key)
+            unique.append(row)
+    rows = unique
+    order = {s: i for i, s in enumerate(SPARSITIES)}
+    methods = ["oracle", "pace", "kernel", "VT", "SAND"]
+    rows.sort(key=lambda r: (order[r["n_i"]], methods.index(r["method"].split()[0])))
+    table = markdown_table(
+        rows, COLUMNS, {"MSE / oracle": ".3f", "s / epoch": ".1f", "fit s": ".0f"}
+    )
+    print()
+    print(table)
+    if args.write:
+        runs = "\n".join(f"- `{c}`" for c in commands)
+        body = (
+            "SAND paper's process (90/5/5 split), test subjects scored on the "
+            "101-point grid against the noise-free curves; MSE and TV x 1000 "
+            "(standard error over subjects). VT and SAND are fitted on the "
+            "training and validation subjects with 5% held out for their own "
+            "validation; `epochs (best)` is epochs run (epoch kept), `s / epoch` "
+            "includes validation. Rows are labelled with the settings that differ "
+            'from `preset="cpu"`. Runs (one torch thread each, two runs at a '
+            "time on the 2 cores):\n\n"
+            f"{runs}\n\n{table}\n"
+        )
+        write_section("neural", "VT and SAND (simulation)", body)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""The vanilla transformer imputer (VT): observed points in, a curve on a grid out.
+
+Encoder tokens are the observations ``[y, t, enc(t)]`` (padded, with a mask);
+decoder queries are the grid points ``[s, enc(s)]``. The decoder attends to
+itself and to the encoder, and a linear head reads one value per grid point.
+All attention goes through
+:func:`torch.nn.functional.scaled_dot_product_attention`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fdaimpute.nn.encoding import SinusoidalEncoding
+
+__all__ = ["Attention", "DecoderLayer", "EncoderLayer", "VTModule"]
+
+_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
+
+
+class Attention(nn.Module):
+    """Multi-head softmax attention over a key-padding mask.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the queries, keys and values.
+    n_heads : int
+        Number of heads; must divide ``d_model``.
+    dropout : float, default=0.0
+        Dropout on the attention weights (training only).
+    """
+
+    def __init__(self, d_model, n_heads, dropout=0.0):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(
+                f"d_model ({d_model}) must be divisible by n_heads ({n_heads})"
+            )
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.dropout = float(dropout)
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.kv_proj = nn.Linear(d_model, 2 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _heads(self, x):
+        b, n, _ = x.shape
+        return x.view(b, n, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x, memory=None, key_mask=None):
+        """Attend from ``x`` (B, Lq, d) to ``memory`` (B, Lk, d), default ``x``.
+
+        ``key_mask`` (B, Lk) is True where a key may be attended to. ``x``
+        may have batch size 1 and is then shared by every row of ``memory``.
+        """
+        memory = x if memory is None else memory
+        q = self._heads(self.q_proj(x))
+        k, v = (self._heads(z) for z in self.kv_proj(memory).chunk(2, dim=-1))
+        if q.shape[0] != k.shape[0]:
+            q = q.expand(k.shape[0], -1, -1, -1)
+        mask = None if key_mask is None else key_mask[:, None, None, :]
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
+        )
+        b, h, n, e = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, n, h * e))
+
+
+def _feed_forward(d_model, dim_feedforward, activation, dropout):
+    return nn.Sequential(
+        nn.Linear(d_model, dim_feedforward),
+        _ACTIVATIONS[activation](),
+        nn.Dropout(dropout),
+        nn.Linear(dim_feedforward, d_model),
+    )
+
+
+class _Block(nn.Module):
+    """A residual sub-layer: pre-norm ``x + f(LN(x))`` or post-norm ``LN(x + f(x))``."""
+
+    def __init__(self, d_model, dropout, norm_first):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x, f):
+        if self.norm_first:
+            return x + self.drop(f(self.norm(x)))
+        return self.norm(x + self.drop(f(x)))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention among the observed points, then a feed-forward block."""
+
+    def __init__(
+        self, d_model, n_heads, dim_feedforward, dropout, activation, norm_first
+    ):
+        super().__init__()
+        self.self_attn = Attention(d_model, n_heads, dropout)
+        self.ff = _feed_forward(d_model, dim_feedforward, activation, dropout)
+        self.block1 = _Block(d_model, dropout, norm_first)
+        self.block2 = _Block(d_model, dropout, norm_first)
+
+    def forward(self, x, key_mask):
+        x = self.block1(x, lambda h: self.self_attn(h, key_mask=key_mask))
+        return self.block2(x, self.ff)
+
+
+class DecoderLayer(nn.Module):
+    """Self-attention among grid queries, cross-attention to the observations, FF."""
+
+    def __init__(
+        self, d_model, n_heads, dim_feedforward, dropout, activation, norm_first
+    ):
+        super().__init__()
+        self.self_attn = Attention(d_model, n_heads, dropout)
+        self.cross_attn = Attention(d_model, n_heads, dropout)
+        self.ff = _feed_forward(d_model, dim_feedforward, activation, dropout)
+        self.block1 = _Block(d_model, dropout, norm_first)
+        self.block2 = _Block(d_model, dropout, norm_first)
+        self.block3 = _Block(d_model, dropout, norm_first)
+
+    def forward(self, x, memory, key_mask):
+        x = self.block1(x, self.self_attn)
+        x = self.block2(x, lambda h: self.cross_attn(h, memory, key_mask))
+        return self.block3(x, self.ff)
+
+
+class VTModule(nn.Module):
+    """Transformer encoder-decoder mapping observed points to a curve on a grid.
+
+    Parameters
+    ----------
+    d_model : int, default=64
+        Width of tokens and queries.
+    n_heads : int, default=4
+        Attention heads.
+    encoder_layers, decoder_layers : int, default=2
+        Depths.
+    dim_feedforward : int, default=128
+        Hidden width of the feed-forward blocks.
+    dropout : float, default=0.0
+        Dropout in attention, feed-forward and residual branches.
+    encoding_dim : int, default=32
+        Features of the sinusoidal time encoding (even).
+    encoding_scale : float, default=100.0
+        ``M - 1`` for the paper's ``M``-point grid on [0, 1]; see
+        :func:`~fdaimpute.nn.sinusoidal_encoding`.
+    activation : {"gelu", "relu"}, default="gelu"
+        Feed-forward activation.
+    norm_first : bool, default=True
+        Pre-norm layers (stable without warm-up); ``False`` gives the
+        post-norm layers of the released code.
+
+    Notes
+    -----
+    The first decoder layer's self-attention sees the same grid queries for
+    every subject, so it is computed once per forward pass and shared (except
+    when training with dropout, where each subject needs its own masks); the
+    result is identical to computing it per subject.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from fdaimpute.nn import VTModule
+    >>> vt = VTModule(d_model=16, n_heads=2, dim_feedforward=32, encoding_dim=8)
+    >>> t = torch.rand(3, 5).sort(dim=1).values
+    >>> out = vt(t, torch.randn(3, 5), torch.ones(3, 5, dtype=torch.bool),
+    ...          torch.linspace(0, 1, 11))
+    >>> out["curve"].shape
+    torch.Size([3, 11])
+    """
+
+    def __init__(
+        self,
+        d_model=64,
+        n_heads=4,
+        encoder_layers=2,
+        decoder_layers=2,
+        dim_feedforward=128,
+        dropout=0.0,
+        encoding_dim=32,
+        encoding_scale=100.0,
+        activation="gelu",
+        norm_first=True,
+    ):
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
+            )
+        if decoder_layers < 1:
+            raise ValueError("decoder_layers must be >= 1")
+        self.dropout = float(dropout)
+        self.encoding = SinusoidalEncoding(encoding_dim, encoding_scale)
+        self.token_proj = nn.Linear(2 + encoding_dim, d_model)
+        self.query_proj = nn.Linear(1 + encoding_dim, d_model)
+        args = (d_model, n_heads, dim_feedforward, dropout, activation, norm_first)
+        self.encoder = nn.ModuleList(EncoderLayer(*args) for _ in range(encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(*args) for _ in range(decoder_layers))
+        # pre-norm stacks need a last normalisation; post-norm layers end in one
+        self.encoder_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.head = nn.Linear(d_model, 1)
+
+    def embed(self, t, y):
+        """Encoder tokens ``[y, t, enc(t)]`` projected to ``d_model``: (B, L, d)."""
+        feats = torch.cat([y.unsqueeze(-1), t.unsqueeze(-1), self.encoding(t)], dim=-1)
+        return self.token_proj(feats)
+
+    def queries(self, grid):
+        """Decoder queries ``[s, enc(s)]`` projected to ``d_model``: (1, M, d)."""
+        feats = torch.cat([grid.unsqueeze(-1), self.encoding(grid)], dim=-1)
+        return self.query_proj(feats).unsqueeze(0)
+
+    def forward(self, t, y, mask, grid, return_hidden=False):
+        """Impute curves on ``grid`` from the observations the mask lets through.
+
+        Parameters
+        ----------
+        t, y : Tensor of shape (B, L)
+            Observation times (mapped to [0, 1]) and standardised values,
+            padded arbitrarily beyond each subject's length.
+        mask : bool Tensor of shape (B, L)
+            True for the observations the encoder may see; every row needs
+            at least one.
+        grid : Tensor of shape (M,)
+            Output grid on the same time scale.
+        return_hidden : bool, default=False
+            Also return every layer's output (for regularizers).
+
+        Returns
+        -------
+        dict
+            ``curve`` (B, M): the imputation T~ on the grid; ``embedding``
+            (B, L, d): the encoder's input tokens; ``hidden``: a dict of
+            layer outputs named ``encoder.<i>`` (B, L, d) and ``decoder.<i>``
+            (B, M, d) (only with ``return_hidden``).
+        """
+        batch = t.shape[0]
+        emb = self.embed(t, y)
+        hidden = {}
+        x = emb
+        for i, layer in enumerate(self.encoder):
+            x = layer(x, mask)
+            if return_hidden:
+                hidden[f"encoder.{i}"] = x
+        memory = self.encoder_norm(x)
+        q = self.queries(grid)
+        if self.training and self.dropout > 0:
+            # each subject needs its own dropout masks
+            q = q.expand(batch, -1, -1)
+        for i, layer in enumerate(self.decoder):
+            q = layer(q, memory, mask)
+            if return_hidden:
+                hidden[f"decoder.{i}"] = q
+        curve = self.head(self.decoder_norm(q)).squeeze(-1)
+        out = {"curve": curve, "embedding": emb}
+        if return_hidden:
+            out["hidden"] = hidden
+        return out

@@ -1,0 +1,309 @@
+"""Tests of the scikit-learn wrappers VTImputer and SANDImputer."""
+
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+
+torch = pytest.importorskip("torch")
+
+import fdaimpute as fi  # noqa: E402
+from fdaimpute.neural import PRESETS, SANDImputer, VTImputer  # noqa: E402
+from fdaimpute.nn import Regularizer, Roughness, WeightDecay  # noqa: E402
+
+TINY = dict(
+    d_model=16,
+    n_heads=2,
+    encoder_layers=1,
+    decoder_layers=1,
+    dim_feedforward=32,
+    encoding_dim=8,
+    max_epochs=3,
+    batch_size=16,
+    random_state=0,
+)
+SAND_TINY = dict(TINY, sand_head_dim=8, sand_encoding_dim=16)
+ESTIMATORS = [
+    pytest.param(VTImputer, TINY, id="VT"),
+    pytest.param(SANDImputer, SAND_TINY, id="SAND"),
+]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return fi.simulate.sand_paper(n=80, n_obs="8-12", random_state=0)
+
+
+@pytest.fixture(scope="module")
+def fitted(sim):
+    return {
+        "VT": VTImputer(**TINY).fit(sim.train.data),
+        "SAND": SANDImputer(**SAND_TINY).fit(sim.train.data),
+    }
+
+
+@pytest.mark.parametrize("name", ["VT", "SAND"])
+def test_fit_transform_shapes_and_attributes(fitted, sim, name):
+    est = fitted[name]
+    out = est.transform(sim.test.data)
+    assert out.shape == (len(sim.test.data), 101)
+    assert np.isfinite(out).all()
+    assert_allclose(est.grid_, np.linspace(*est.time_range_, 101))
+    assert est.n_epochs_ == 3 and len(est.history_["train_loss"]) == 3
+    assert est.history_["valid_loss"][est.best_epoch_] == min(
+        est.history_["valid_loss"]
+    )
+    assert not est.module_.training
+    assert est.n_parameters_ == sum(p.numel() for p in est.module_.parameters())
+
+
+@pytest.mark.parametrize("cls, params", ESTIMATORS)
+def test_same_random_state_gives_identical_curves(sim, cls, params):
+    a = cls(**params).fit(sim.train.data).transform(sim.test.data)
+    b = cls(**params).fit(sim.train.data).transform(sim.test.data)
+    c = (
+        cls(**{**params, "random_state": 1})
+        .fit(sim.train.data)
+        .transform(sim.test.data)
+    )
+    assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+@pytest.mark.parametrize("name", ["VT", "SAND"])
+def test_save_load_and_pickle_give_identical_transform(fitted, sim, tmp_path, name):
+    est = fitted[name]
+    expected = est.transform(sim.test.data)
+    path = tmp_path / "model.pkl"
+    est.save(path)
+    loaded = type(est).load(path)
+    assert_array_equal(loaded.transform(sim.test.data), expected)
+    assert loaded.get_params() == est.get_params()
+    state = est.__getstate__()
+    assert "module_" not in state
+    assert all(t.device.type == "cpu" for t in state["_module_state"].values())
+    again = pickle.loads(pickle.dumps(est))
+    assert_array_equal(again.transform(sim.test.data), expected)
+    other = SANDImputer if name == "VT" else VTImputer
+    with pytest.raises(TypeError, match="not a"):
+        other.load(path)
+
+
+def test_sand_derivative_is_the_slope_of_its_curve(fitted, sim):
+    est = fitted["SAND"]
+    fine = np.linspace(0, 1, 2001)
+    curves = est.predict_at(sim.test.data, fine)
+    deriv = est.derivative(sim.test.data)
+    slope = np.gradient(curves, fine, axis=1)[:, ::20]
+    scale = np.abs(deriv).max()
+    assert_allclose(slope[:, 1:-1], deriv[:, 1:-1], atol=2e-3 * scale)
+
+
+def test_vt_derivative_is_finite_difference(fitted, sim):
+    est = fitted["VT"]
+    curves = est.transform(sim.test.data)
+    assert_allclose(
+        est.derivative(sim.test.data), np.gradient(curves, est.grid_, axis=1)
+    )
+
+
+@pytest.mark.parametrize("name", ["VT", "SAND"])
+def test_predict_at_matches_grid_and_interpolates_off_grid(fitted, sim, name):
+    est = fitted[name]
+    data = sim.test.data
+    curves = est.transform(data)
+    on = est.predict_at(data, est.grid_[[0, 10, 55, 100]])
+    assert_allclose(on, curves[:, [0, 10, 55, 100]], atol=1e-6)
+    # off-grid values lie between (near) their neighbours and are continuous
+    mid = est.predict_at(data, np.array([0.105, 0.1051]))
+    assert_allclose(mid[:, 0], mid[:, 1], atol=1e-2 * np.abs(curves).max())
+    own = est.predict_at(data)
+    assert own.times.shape == data.times.shape
+    alone = est.predict_at(data[:1], data[0][0])[0]
+    assert_allclose(own.values[: alone.size], alone, rtol=1e-5, atol=1e-6)
+
+
+def test_transform_on_other_grid_interpolates(sim):
+    est = SANDImputer(**SAND_TINY, grid=np.linspace(0, 1, 51)).fit(sim.train.data)
+    assert est.transform(sim.test.data).shape == (len(sim.test.data), 51)
+    assert_allclose(est.model_grid_, est.grid_)
+    narrow = SANDImputer(**SAND_TINY, grid=np.linspace(0.2, 0.6, 9))
+    narrow.fit(sim.train.data)
+    assert narrow.model_grid_[0] == 0.0 and narrow.model_grid_[-1] == 1.0
+    full = narrow.predict_at(sim.test.data, narrow.grid_)
+    assert_allclose(narrow.transform(sim.test.data), full)
+
+
+def test_dense_input_fills_the_matrix(sim):
+    X, grid = sim.train.data.to_dense(sim.grid)
+    est = VTImputer(**TINY, grid=grid)
+    filled = est.fit_transform(X[:40])
+    assert filled.shape == (40, 101) and np.isfinite(filled).all()
+    assert est.n_features_in_ == 101
+
+
+def test_pandas_output_indexed_by_id(fitted, sim):
+    est = clone(fitted["VT"]).set_output(transform="pandas")
+    df = est.fit(sim.train.data).transform(sim.test.data)
+    assert list(df.index) == list(sim.test.data.ids)
+
+
+def test_clone_copies_regularizers():
+    regs = [Roughness(2.0), WeightDecay(1e-3)]
+    est = SANDImputer(regularizers=regs)
+    copy = clone(est)
+    assert copy.regularizers == regs
+    assert copy.regularizers[0] is not regs[0]
+    assert "Roughness(weight=2.0" in repr(est)
+
+
+def test_roughness_regularizer_is_recorded(sim):
+    est = VTImputer(**TINY, regularizers=[Roughness(1.0), WeightDecay(0.0)])
+    est.fit(sim.train.data)
+    assert len(est.history_["reg/roughness"]) == 3
+    assert all(v > 0 for v in est.history_["reg/weightdecay"])
+
+
+class _Custom(Regularizer):
+    def __init__(self, weight=1.0, power=2):
+        super().__init__(weight)
+        self.power = power
+
+    def penalty(self, context):
+        return context.embedding.abs().pow(self.power).mean()
+
+
+def test_custom_regularizer_and_hidden_states(sim):
+    est = SANDImputer(**dict(SAND_TINY, max_epochs=2), regularizers=[_Custom(1e-3)])
+    est.fit(sim.train.data)
+    assert len(est.history_["reg/_custom"]) == 2
+
+
+def test_warm_start_continues_training(sim):
+    est = VTImputer(**TINY, warm_start=True).fit(sim.train.data)
+    first = est.transform(sim.test.data)
+    est.fit(sim.train.data)
+    assert est.n_epochs_ == 6
+    assert est.history_["epoch"] == list(range(6))
+    assert not np.allclose(first, est.transform(sim.test.data))
+
+
+@pytest.mark.parametrize("anchors", ["mean", "two-sided"])
+def test_sand_anchors(sim, anchors):
+    est = SANDImputer(**SAND_TINY, anchors=anchors).fit(sim.train.data)
+    out = est.transform(sim.test.data)
+    assert np.isfinite(out).all()
+    if anchors == "two-sided":
+        # the curve passes through the transformer's curve at observed times
+        vt_curve = _vt_curve(est, sim.test.data)
+        t0, _ = sim.test.data[0]
+        idx = np.rint(t0 * 100).astype(int)
+        assert_allclose(out[0, idx], vt_curve[0, idx], atol=1e-5)
+
+
+def _vt_curve(est, data):
+    from fdaimpute.nn import predict_curves
+
+    curves, _ = predict_curves(
+        est.module_.vt, est._tensors(data, "cpu"), est._grid_tensor(est.grid_, "cpu")
+    )
+    return curves.double().numpy() * est.value_scale_ + est.value_mean_
+
+
+def test_presets_and_explicit_overrides():
+    est = SANDImputer(preset="paper", d_model=64)
+    cfg = est._config()
+    assert cfg["d_model"] == 64
+    assert cfg["encoder_layers"] == cfg["decoder_layers"] == 6
+    assert cfg["n_heads"] == 2 and cfg["dropout"] == 0.15
+    assert PRESETS["cpu"]["max_epochs"] < PRESETS["paper"]["max_epochs"]
+
+
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        ({"batch_size": 0}, ValueError, "batch_size"),
+        ({"max_epochs": 0}, ValueError, "max_epochs"),
+        ({"grid": 1}, ValueError, "at least 2 points"),
+        ({"d_model": 10, "n_heads": 4}, ValueError, "divisible"),
+        ({"encoding_dim": 7}, ValueError, "even"),
+        ({"lr": -1.0}, ValueError, "lr"),
+        ({"validation_fraction": 1.0}, ValueError, "validation_fraction"),
+        ({"preset": "gpu"}, ValueError, "preset"),
+        ({"device": "tpu9"}, ValueError, "device"),
+        ({"anchors": "left"}, ValueError, "anchors"),
+        ({"regularizers": ["roughness"]}, TypeError, "penalty"),
+        ({"batch_size": 2.5}, TypeError, "batch_size"),
+    ],
+)
+def test_bad_parameters_raise_clear_errors(sim, params, error, match):
+    est = SANDImputer(**{**SAND_TINY, **params})
+    with pytest.raises(error, match=match):
+        est.fit(sim.train.data)
+
+
+def test_cuda_request_without_cuda_raises(sim):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available")
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        VTImputer(**TINY, device="cuda").fit(sim.train.data)
+
+
+def test_unfitted_and_unsupported_calls(fitted, sim):
+    with pytest.raises(NotFittedError):
+        VTImputer().transform(sim.test.data)
+    with pytest.raises(NotImplementedError, match="uncertainty"):
+        fitted["SAND"].transform(sim.test.data, return_std=True)
+    t, y = sim.test.data[0]
+    with pytest.raises(ValueError, match="outside the training range"):
+        fitted["SAND"].transform([(t + 2.0, y)])
+
+
+def test_single_time_training_data_is_rejected():
+    with pytest.raises(ValueError, match="one time"):
+        VTImputer(**TINY).fit([(np.array([0.5]), [1.0])] * 3)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.SkipTestWarning")
+@pytest.mark.parametrize("cls, params", ESTIMATORS)
+def test_sklearn_common_checks(cls, params):
+    from sklearn.utils.estimator_checks import check_estimator
+
+    results = check_estimator(cls(**{**params, "max_epochs": 1}), on_fail=None)
+    failed = [r["check_name"] for r in results if r["status"] == "failed"]
+    assert not failed
+
+
+def test_import_does_not_load_torch():
+    code = "import sys, fdaimpute.neural; print('torch' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_fit_and_cpu_reload(sim, tmp_path):
+    est = SANDImputer(**SAND_TINY, device="cuda").fit(sim.train.data)
+    assert est.device_.type == "cuda"
+    expected = est.transform(sim.test.data)
+    est.save(tmp_path / "m.pkl")
+    loaded = SANDImputer.load(tmp_path / "m.pkl")
+    loaded.set_params(device="cpu")
+    cpu = pickle.loads(pickle.dumps(loaded))
+    assert cpu.device_.type == "cpu"
+    assert_allclose(cpu.transform(sim.test.data), expected, atol=1e-3)

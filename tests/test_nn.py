@@ -1,0 +1,459 @@
+"""Unit tests of the pure-torch core (fdaimpute.nn)."""
+
+import math
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fdaimpute.nn import (  # noqa: E402
+    RaggedTensors,
+    Regularizer,
+    Roughness,
+    SANDLayer,
+    SANDModule,
+    Trainer,
+    VTModule,
+    WeightDecay,
+    anchor_weights,
+    cumulative_integral,
+    hide_observations,
+    integrate,
+    interpolate_c1,
+    interpolate_linear,
+    mean_anchored_integral,
+    predict_curves,
+    sinusoidal_encoding,
+    two_sided_integral,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # the suite must stay fast on small shared machines
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+TINY = dict(
+    d_model=16,
+    n_heads=2,
+    encoder_layers=1,
+    decoder_layers=2,
+    dim_feedforward=32,
+    encoding_dim=8,
+)
+
+
+def tiny_sand(**kw):
+    return SANDModule(VTModule(**TINY, **kw), SANDLayer(2, 8, 16))
+
+
+def ragged(n=6, seed=0, lo=2, hi=7):
+    g = torch.Generator().manual_seed(seed)
+    counts = torch.randint(lo, hi + 1, (n,), generator=g)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
+    times = torch.cat([torch.rand(int(c), generator=g).sort().values for c in counts])
+    values = torch.sin(2 * math.pi * times) + 0.1 * torch.randn(
+        times.shape[0], generator=g
+    )
+    return RaggedTensors(times, values, offsets)
+
+
+# --------------------------------------------------------------------------- #
+# encoding and integration
+def test_sinusoidal_encoding_matches_formula():
+    t = torch.tensor([0.0, 0.3, 1.0])
+    enc = sinusoidal_encoding(t, 6, scale=100.0)
+    k = 1
+    w = 1e4 ** (-2 * (k + 1) / 6)
+    torch.testing.assert_close(enc[:, 2 * k], torch.sin(100 * t * w))
+    torch.testing.assert_close(enc[:, 2 * k + 1], torch.cos(100 * t * w))
+    with pytest.raises(ValueError, match="even"):
+        sinusoidal_encoding(t, 5)
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+def test_integrate_known_derivative_reproduces_curve(uniform):
+    grid = torch.linspace(0, 1, 201, dtype=torch.float64)
+    if not uniform:
+        grid = grid**1.5
+    f = torch.sin(2 * math.pi * grid) + grid**2
+    df = 2 * math.pi * torch.cos(2 * math.pi * grid) + 2 * grid
+    out = integrate(df[None], grid, f[:1])
+    assert out[0, 0] == f[0]
+    torch.testing.assert_close(out[0], f, atol=2e-4, rtol=0)
+
+
+def test_cumulative_integral_is_exact_for_linear_derivative():
+    grid = torch.tensor([0.0, 0.1, 0.5, 0.6, 1.0], dtype=torch.float64)
+    deriv = 3 * grid - 1  # derivative of 1.5 s^2 - s
+    expected = 1.5 * grid**2 - grid
+    torch.testing.assert_close(cumulative_integral(deriv[None], grid)[0], expected)
+
+
+def test_two_sided_integral_exact_at_anchors_and_reproduces_curve():
+    grid = torch.linspace(0, 1, 101, dtype=torch.float64)
+    f = torch.cos(3 * grid)
+    df = -3 * torch.sin(3 * grid)
+    noisy = f + 0.3 * torch.randn(101, dtype=torch.float64)
+    anchors = torch.zeros(1, 101, dtype=torch.bool)
+    anchors[0, [10, 40, 41, 90]] = True
+    out = two_sided_integral(noisy[None], df[None], grid, anchors)
+    # exactly the given values at the anchors
+    assert torch.equal(out[anchors], noisy[None][anchors])
+    # with exact values the blend reproduces the curve everywhere
+    exact = two_sided_integral(f[None], df[None], grid, anchors)
+    torch.testing.assert_close(exact[0], f, atol=1e-4, rtol=0)
+    with pytest.raises(ValueError, match="anchor"):
+        two_sided_integral(f[None], df[None], grid, torch.zeros(1, 101, dtype=bool))
+
+
+def test_two_sided_integral_uses_single_side_outside_anchors():
+    grid = torch.linspace(0, 1, 5)
+    anchors = torch.tensor([[False, False, True, False, False]])
+    values = torch.tensor([[9.0, 9.0, 2.0, 9.0, 9.0]])
+    out = two_sided_integral(values, torch.ones(1, 5), grid, anchors)
+    torch.testing.assert_close(out, torch.tensor([[1.5, 1.75, 2.0, 2.25, 2.5]]))
+
+
+def test_mean_anchored_integral_fits_constant():
+    grid = torch.linspace(0, 1, 11, dtype=torch.float64)
+    values = (2 * grid + 5)[None]
+    weights = torch.zeros(1, 11, dtype=torch.float64)
+    weights[0, [3, 7]] = 1.0
+    out = mean_anchored_integral(
+        values, torch.full((1, 11), 2.0).double(), grid, weights
+    )
+    torch.testing.assert_close(out, values)
+
+
+def test_interpolate_c1_exact_for_quadratics_and_on_grid():
+    grid = torch.tensor([0.0, 0.2, 0.3, 0.7, 1.0], dtype=torch.float64)
+    f = lambda s: 2 * s**2 - s + 0.5  # noqa: E731
+    df = lambda s: 4 * s - 1  # noqa: E731
+    t = torch.tensor([[0.0, 0.05, 0.25, 0.3, 0.66, 1.0]], dtype=torch.float64)
+    out = interpolate_c1(f(grid)[None], df(grid)[None], grid, t)
+    torch.testing.assert_close(out, f(t))
+    lin = interpolate_linear(f(grid)[None], grid, grid[None])
+    torch.testing.assert_close(lin, f(grid)[None])
+
+
+# --------------------------------------------------------------------------- #
+# SAND layer
+def test_sand_derivative_matches_explicit_attention():
+    torch.manual_seed(0)
+    layer = SANDLayer(n_heads=3, head_dim=8, encoding_dim=10).double()
+    curve = torch.randn(4, 21, dtype=torch.float64)
+    grid = torch.linspace(0, 1, 21, dtype=torch.float64)
+    torch.testing.assert_close(
+        layer.derivative(curve, grid), layer.derivative_explicit(curve, grid)
+    )
+
+
+def test_sand_output_starts_at_input_and_integrates_its_derivative():
+    torch.manual_seed(0)
+    layer = SANDLayer(n_heads=2, head_dim=8, encoding_dim=16)
+    curve = torch.randn(3, 31)
+    grid = torch.linspace(0, 1, 31)
+    smooth, deriv = layer(curve, grid)
+    assert torch.equal(smooth[:, 0], curve[:, 0])
+    torch.testing.assert_close(smooth, integrate(deriv, grid, curve[:, 0]))
+    anchors = torch.zeros(3, 31, dtype=torch.bool)
+    anchors[:, [5, 20]] = True
+    pinned, _ = layer(curve, grid, anchors=anchors)
+    assert torch.equal(pinned[anchors], curve[anchors])
+
+
+def test_sand_is_invariant_to_shifting_the_curve_except_start():
+    torch.manual_seed(0)
+    layer = SANDLayer(n_heads=2, head_dim=8, encoding_dim=16)
+    curve, grid = torch.randn(2, 11), torch.linspace(0, 1, 11)
+    a, _ = layer(curve, grid)
+    b, _ = layer(curve + 3.0, grid)
+    torch.testing.assert_close(b - a, torch.full_like(a, 3.0))
+
+
+# --------------------------------------------------------------------------- #
+# batching, masking, invariances
+def test_ragged_batch_pads_per_batch():
+    data = RaggedTensors([0.1, 0.2, 0.3, 0.5], [1.0, 2.0, 3.0, 4.0], [0, 1, 4])
+    b = data.batch([0])
+    assert b.times.shape == (1, 1)
+    b = data.batch([0, 1])
+    assert b.values.tolist() == [[1.0, 0.0, 0.0], [2.0, 3.0, 4.0]]
+    assert b.valid.tolist() == [[True, False, False], [True, True, True]]
+
+
+def test_hide_observations_counts():
+    valid = torch.arange(9).unsqueeze(0) < torch.tensor([[1], [2], [5], [9]])
+    for seed in range(20):
+        hidden = hide_observations(valid, torch.Generator().manual_seed(seed))
+        assert not (hidden & ~valid).any()
+        k = hidden.sum(1)
+        assert k[0] == 0
+        assert ((k[1:] >= 1) & (k[1:] <= valid.sum(1)[1:] // 2)).all()
+
+
+def test_anchor_weights_split_mass():
+    grid = torch.linspace(0, 1, 5)
+    t = torch.tensor([[0.25, 0.3, 0.9]])
+    mask = torch.tensor([[True, True, False]])
+    w = anchor_weights(t, mask, grid)
+    torch.testing.assert_close(w.sum(), torch.tensor(2.0))
+    torch.testing.assert_close(w[0, 1:3], torch.tensor([1.8, 0.2]))
+    near = anchor_weights(t, mask, grid, nearest=True)
+    assert near[0].tolist() == [0.0, 2.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("make", [lambda: VTModule(**TINY), tiny_sand])
+def test_padding_does_not_change_a_subject(make):
+    torch.manual_seed(0)
+    model = make().eval()
+    data = ragged(n=5, lo=2, hi=9)
+    grid = torch.linspace(0, 1, 41)
+    short = int(data.counts.argmin())
+    alone = predict_curves(model, data, grid, batch_size=1)[0][short]
+    b = data.batch(torch.arange(5))
+    with torch.no_grad():
+        out = model(b.times, b.values, b.valid, grid)
+    together = out["sand" if "sand" in out else "curve"][short]
+    assert b.valid.shape[1] > int(data.counts[short])
+    torch.testing.assert_close(alone, together, atol=1e-5, rtol=1e-5)
+
+
+def test_permuting_subjects_permutes_outputs():
+    torch.manual_seed(0)
+    model = tiny_sand().eval()
+    data = ragged(n=6)
+    grid = torch.linspace(0, 1, 21)
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    with torch.no_grad():
+        b, bp = data.batch(torch.arange(6)), data.batch(perm)
+        out = model(b.times, b.values, b.valid, grid)
+        outp = model(bp.times, bp.values, bp.valid, grid)
+    for key in ("curve", "sand", "derivative"):
+        torch.testing.assert_close(outp[key], out[key][perm], atol=1e-6, rtol=1e-5)
+
+
+def test_predict_curves_does_not_depend_on_batch_size():
+    torch.manual_seed(0)
+    model = tiny_sand()
+    data = ragged(n=7)
+    grid = torch.linspace(0, 1, 21)
+    a = predict_curves(model, data, grid, batch_size=2)
+    b = predict_curves(model, data, grid, batch_size=100)
+    torch.testing.assert_close(a[0], b[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a[1], b[1], atol=1e-4, rtol=1e-5)
+
+
+def test_shared_first_decoder_layer_matches_per_subject_computation():
+    torch.manual_seed(0)
+    vt = VTModule(**TINY).eval()
+    data = ragged(n=3)
+    grid = torch.linspace(0, 1, 15)
+    b = data.batch(torch.arange(3))
+    with torch.no_grad():
+        fast = vt(b.times, b.values, b.valid, grid)["curve"]
+        memory = vt.encoder_norm(vt.encoder[0](vt.embed(b.times, b.values), b.valid))
+        q = vt.queries(grid).expand(3, -1, -1)
+        for layer in vt.decoder:
+            q = layer(q, memory, b.valid)
+        slow = vt.head(vt.decoder_norm(q)).squeeze(-1)
+    torch.testing.assert_close(fast, slow, atol=1e-6, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- #
+# training
+def test_tiny_dataset_is_overfit():
+    torch.manual_seed(0)
+    data = ragged(n=4, lo=6, hi=6)
+    vt = VTModule(
+        d_model=32,
+        n_heads=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        dim_feedforward=64,
+        encoding_dim=8,
+    )
+    trainer = Trainer(
+        vt, torch.linspace(0, 1, 21), max_epochs=300, batch_size=4, lr=3e-3
+    )
+    trainer.fit(data)
+    losses = trainer.history["train_loss"]
+    # standardised-scale values of variance ~0.5; the loss includes hidden points
+    assert losses[0] > 0.2
+    assert losses[-1] < 0.01
+
+
+def test_roughness_penalty_smooths_the_fitted_curve():
+    data = ragged(n=4, lo=6, hi=6)
+    rough = []
+    for weight in (0.0, 30.0):
+        torch.manual_seed(0)
+        vt = VTModule(
+            d_model=32,
+            n_heads=2,
+            encoder_layers=1,
+            decoder_layers=1,
+            dim_feedforward=64,
+            encoding_dim=8,
+        )
+        trainer = Trainer(
+            vt,
+            torch.linspace(0, 1, 21),
+            max_epochs=150,
+            batch_size=4,
+            lr=3e-3,
+            regularizers=[Roughness(weight)],
+        )
+        trainer.fit(data)
+        rough.append(trainer.history["reg/roughness"][-1])
+    assert rough[1] < 0.5 * rough[0]
+
+
+def test_trainer_history_records_regularizers_and_keeps_best_state():
+    torch.manual_seed(0)
+    data, valid = ragged(n=8), ragged(n=4, seed=1, lo=4)
+    hidden = torch.zeros(valid.times.shape[0], dtype=torch.bool)
+    hidden[::3] = True
+    model = tiny_sand()
+    regs = [Roughness(0.1), WeightDecay(1e-4), Roughness(0.0, on="vt")]
+    trainer = Trainer(
+        model, torch.linspace(0, 1, 21), max_epochs=4, batch_size=4, regularizers=regs
+    )
+    trainer.fit(data, valid, hidden)
+    h = trainer.history
+    assert set(h) >= {"reg/roughness", "reg/weightdecay", "reg/roughness_1"}
+    assert all(len(v) == 4 for v in h.values())
+    assert all(v >= 0 for v in h["reg/roughness"])
+    best = trainer.best_epoch
+    assert h["valid_loss"][best] == min(h["valid_loss"])
+    assert trainer.validate(valid, hidden) == pytest.approx(h["valid_loss"][best])
+
+
+class _Spy(Regularizer):
+    needs_hidden = True
+
+    def __init__(self, weight=0.0):
+        super().__init__(weight)
+        self.seen = None
+
+    def penalty(self, context):
+        self.seen = context
+        return context.embedding.pow(2).mean()
+
+
+def test_regularizer_context_exposes_training_state():
+    data = ragged(n=4)
+    spy = _Spy()
+    trainer = Trainer(
+        tiny_sand(),
+        torch.linspace(0, 1, 11),
+        max_epochs=1,
+        batch_size=4,
+        regularizers=[spy],
+    )
+    trainer.fit(data)
+    ctx = spy.seen
+    b, width = ctx.times.shape
+    assert ctx.embedding.shape == (b, width, TINY["d_model"])
+    assert ctx.curve.shape == ctx.vt_curve.shape == (b, 11)
+    assert ctx.derivative.shape == (b, 11)
+    assert set(ctx.hidden) == {"encoder.0", "decoder.0", "decoder.1"}
+    assert ctx.mask.dtype == torch.bool and ctx.epoch == 0
+
+
+class _BlowUp(Regularizer):
+    def __init__(self, weight=1.0, at=0):
+        super().__init__(weight)
+        self.at = at
+
+    def penalty(self, context):
+        bad = context.epoch >= self.at
+        return context.curve.sum() * (float("nan") if bad else 0.0)
+
+
+def test_nan_loss_restores_best_state_with_warning():
+    torch.manual_seed(0)
+    model = tiny_sand()
+    trainer = Trainer(
+        model,
+        torch.linspace(0, 1, 11),
+        max_epochs=5,
+        batch_size=8,
+        regularizers=[_BlowUp(at=2)],
+    )
+    with pytest.warns(UserWarning, match="non-finite"):
+        trainer.fit(ragged(n=8))
+    assert trainer.stop_reason == "non-finite loss"
+    assert trainer.best_epoch == 1
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_nan_loss_in_first_epoch_raises():
+    trainer = Trainer(
+        tiny_sand(),
+        torch.linspace(0, 1, 11),
+        max_epochs=3,
+        batch_size=8,
+        regularizers=[_BlowUp(at=0)],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(FloatingPointError, match="non-finite"):
+            trainer.fit(ragged(n=8))
+
+
+def test_regularizer_penalties():
+    curve = torch.tensor([[0.0, 1.0, 4.0, 9.0]])
+    ctx = type("C", (), {"curve": curve, "vt_curve": 2 * curve})()
+    assert Roughness().penalty(ctx).item() == pytest.approx(4.0)
+    assert Roughness(on="vt").penalty(ctx).item() == pytest.approx(16.0)
+    layer = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+        layer.bias.fill_(5.0)
+    ctx = type("C", (), {"module": layer})()
+    assert WeightDecay().penalty(ctx).item() == pytest.approx(3.0)
+    assert WeightDecay(include_bias=True).penalty(ctx).item() == pytest.approx(28.0)
+    assert repr(Roughness(0.5)) == "Roughness(weight=0.5, on='output')"
+    with pytest.raises(ValueError, match="on must be"):
+        Roughness(on="embedding").check()
+    with pytest.raises(ValueError, match="finite"):
+        WeightDecay(float("nan")).check()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_training_with_amp_matches_cpu_forward():
+    torch.manual_seed(0)
+    model = tiny_sand()
+    data = ragged(n=8)
+    grid = torch.linspace(0, 1, 21)
+    cpu = predict_curves(model, data, grid)[0]
+    gpu_model = model.to("cuda")
+    gdata = RaggedTensors(data.times, data.values, data.offsets, device="cuda")
+    gpu = predict_curves(gpu_model, gdata, grid.cuda())[0]
+    torch.testing.assert_close(gpu, cpu, atol=1e-4, rtol=1e-4)
+    trainer = Trainer(gpu_model, grid.cuda(), max_epochs=2, batch_size=4, amp=True)
+    trainer.fit(gdata)
+    assert trainer.amp
+    assert all(torch.isfinite(torch.tensor(trainer.history["train_loss"])))
+
+
+def test_dropout_gives_each_subject_its_own_noise():
+    torch.manual_seed(0)
+    vt = VTModule(**TINY, dropout=0.5).train()
+    t = torch.rand(1, 5).sort(1).values.expand(3, -1)
+    y = torch.randn(1, 5).expand(3, -1)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    out = vt(t, y, mask, torch.linspace(0, 1, 11))["curve"]
+    assert out.shape == (3, 11)
+    assert not torch.allclose(out[0], out[1])
+    vt.eval()
+    out = vt(t, y, mask, torch.linspace(0, 1, 11))["curve"]
+    torch.testing.assert_close(out[0], out[1])
