@@ -208,7 +208,9 @@ def test_unfitted_transform_raises():
 def test_predict_at_per_subject_times_of_different_lengths():
     data, coef = _lines(n=2)
     imp = KernelImputer(bandwidth=0.5, shrinkage=0.0).fit(data)
-    out = imp.predict_at(data, [np.array([0.2, 0.8]), np.array([0.1, 0.5, 0.9])])
+    lo, hi = imp.time_range_
+    times = [np.linspace(lo, hi, 2), np.linspace(lo, hi, 3)]
+    out = imp.predict_at(data, times)
     assert isinstance(out, IrregularData)
     assert_array_equal(out.n_obs, [2, 3])
     assert_allclose(
