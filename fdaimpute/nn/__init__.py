@@ -16,9 +16,12 @@ from fdaimpute.nn.batching import (
 )
 from fdaimpute.nn.encoding import SinusoidalEncoding, sinusoidal_encoding
 from fdaimpute.nn.regularizers import (
+    LipReg,
+    NormStabilizer,
     Regularizer,
     RegularizerContext,
     Roughness,
+    SmoothingRegularizer,
     WeightDecay,
 )
 from fdaimpute.nn.sand import (
@@ -36,6 +39,8 @@ from fdaimpute.nn.transformer import VTModule
 
 __all__ = [
     "Batch",
+    "LipReg",
+    "NormStabilizer",
     "RaggedTensors",
     "Regularizer",
     "RegularizerContext",
@@ -43,6 +48,7 @@ __all__ = [
     "SANDLayer",
     "SANDModule",
     "SinusoidalEncoding",
+    "SmoothingRegularizer",
     "Trainer",
     "VTModule",
     "WeightDecay",

@@ -275,7 +275,7 @@ class Trainer:
             for reg in self.regularizers:
                 value = reg.penalty(ctx)
                 penalties.append(value.detach())
-                total = total + reg.weight * value
+                total = total + reg.weight_at(self.epoch) * value
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(total).backward()
         if self.clip_grad:
