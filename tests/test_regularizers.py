@@ -177,7 +177,7 @@ def _penalty_after_steps(reg, steps=25):
             hidden=out["hidden"],
         )
         value = reg.penalty(ctx)
-        values.append(float(value))
+        values.append(float(value.detach()))
         opt.zero_grad()
         (reg.weight_at(0) * value).backward()
         opt.step()
