@@ -238,3 +238,26 @@ def test_estimator_records_the_penalty_and_its_sign_matters(sim):
         assert len(history) == TINY["max_epochs"]
         last[sign] = history[-1]
     assert last[+1] < last[-1]
+
+
+def test_select_regularizer_weight_keeps_the_best_on_validation(sim):
+    from fdaimpute.tuning import select_regularizer_weight
+
+    torch.set_num_threads(1)
+    est = fi.VTImputer(regularizers=[Roughness()], grid=sim.grid, **TINY)
+    best, results = select_regularizer_weight(
+        est, sim.train.data, sim.validation.data, [1.0, 1e6], truth=sim.validation.truth
+    )
+    assert [r["weight"] for r in results] == [1.0, 1e6]
+    errors = [r["error"] for r in results]
+    assert best.regularizers[0].weight == results[int(np.argmin(errors))]["weight"]
+    # The estimator passed in is left untouched.
+    assert est.regularizers[0].weight == 1.0 and not hasattr(est, "module_")
+    _, held_out = select_regularizer_weight(
+        est, sim.train.data, sim.validation.data, [1.0]
+    )
+    assert held_out[0]["error"] > 0
+    with pytest.raises(ValueError, match="empty"):
+        select_regularizer_weight(
+            fi.VTImputer(), sim.train.data, sim.validation.data, [1.0]
+        )
