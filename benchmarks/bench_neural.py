@@ -52,17 +52,6 @@ COLUMNS = [
 ]
 
 
-def concat(a, b):
-    """Subjects of ``a`` followed by those of ``b``."""
-    offsets = np.concatenate([a.offsets, a.offsets[-1] + b.offsets[1:]])
-    return IrregularData(
-        np.concatenate([a.times, b.times]),
-        np.concatenate([a.values, b.values]),
-        offsets,
-        np.concatenate([a.ids, b.ids]),
-    )
-
-
 def neural(kind, args, n_fit):
     cls = SANDImputer if kind == "sand" else VTImputer
     params = {
@@ -140,7 +129,7 @@ def run_one(sparsity, args):
     sim = fi.simulate.sand_paper(
         args.n, n_obs=SPARSITIES[sparsity], random_state=args.seed
     )
-    fit_data = concat(sim.train.data, sim.validation.data)
+    fit_data = IrregularData.concat([sim.train.data, sim.validation.data])
     test, truth = sim.test.data, sim.test.truth
     rows = []
     oracle = fi.oracle.ConditionalMean(sim.process).transform(test)
