@@ -219,27 +219,34 @@ def throughput(args):
             data = _random_subjects(n, rng)
             before = _rss_mb("VmRSS")
             reset = _reset_peak_rss()
-            start = time.perf_counter()
-            out = est.transform(data)
-            seconds = time.perf_counter() - start
-            extra = _rss_mb("VmHWM") - before - out.nbytes / 2**20 if reset else None
+            seconds = []
+            for repeat in range(args.repeats):
+                start = time.perf_counter()
+                out = est.transform(data)
+                seconds.append(time.perf_counter() - start)
+                if repeat == 0:
+                    peak = _rss_mb("VmHWM")
+                    extra = peak - before - out.nbytes / 2**20 if reset else None
+                del out
+            rate = n / np.array(seconds)
             rows.append(
                 {
                     "model": cls.__name__,
                     "subjects": n,
-                    "curves / s": n / seconds,
-                    "output MB": out.nbytes / 2**20,
+                    "curves / s": float(np.median(rate)),
+                    "range": f"{rate.min():.0f} to {rate.max():.0f}",
+                    "output MB": n * est.grid_.size * 8 / 2**20,
                     "peak memory beyond output MB": "n/a" if extra is None else extra,
                 }
             )
             print(rows[-1], flush=True)
-            del out
     return markdown_table(
         rows,
         [
             "model",
             "subjects",
             "curves / s",
+            "range",
             "output MB",
             "peak memory beyond output MB",
         ],
@@ -308,6 +315,9 @@ def main(argv=None):
         default=[10_000, 100_000],
         dest="throughput_n",
     )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed transforms per throughput case"
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -325,8 +335,10 @@ def main(argv=None):
                 'grid, default (`preset="cpu"`) sizes, after one training epoch '
                 "(speed does not depend on the weights); times on the grid, one "
                 "process, glibc's default allocator. The last column is the peak "
-                "resident memory during the call minus the memory before it and "
-                f"minus the returned array.\n\n{table}\n"
+                "resident memory during the first call minus the memory before it "
+                "and minus the returned array. `curves / s` is the median of "
+                f"{args.repeats} timed calls (`range`: slowest to fastest).\n\n"
+                f"{table}\n"
             )
             write_section("neural-throughput", "VT and SAND transform throughput", body)
         return []
@@ -369,8 +381,9 @@ def main(argv=None):
             "training and validation subjects with 5% held out for their own "
             "validation; `epochs (best)` is epochs run (epoch kept), `s / epoch` "
             "includes validation. Rows are labelled with the settings that differ "
-            'from `preset="cpu"`. Runs (one torch thread each, two runs at a '
-            "time on the 2 cores):\n\n"
+            'from `preset="cpu"`. Each run saved its rows (`--save-rows`); the '
+            "files are in `benchmarks/results/neural/`. Runs (one torch thread "
+            "each, two runs at a time on the 2 cores):\n\n"
             f"{runs}\n\n{table}\n"
         )
         write_section("neural", "VT and SAND (simulation)", body)

@@ -24,11 +24,20 @@ The quick table (reduced n and epochs; about 10 minutes on 2 CPU cores)::
 The full simulation (n = 10,000)::
 
     python benchmarks/bench_paper.py --n 10000 --epochs 150 --write
+
+Long runs can be split (e.g. one process per sparsity) and assembled; a
+method's row in a later file replaces the same method's row in an earlier
+one::
+
+    python benchmarks/bench_paper.py --sparsity 30 --save-rows a.json
+    python benchmarks/bench_paper.py --sparsity 8-12 3-5 --save-rows b.json
+    python benchmarks/bench_paper.py --load-rows a.json b.json --write
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -37,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import markdown_table, write_section  # noqa: E402
+from _report import machine, markdown_table, write_section  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 from fdaimpute.regularizers import LipReg, Roughness  # noqa: E402
@@ -91,7 +100,7 @@ def run_sparsity(sparsity, args):
     n_fit = len(fit_data)
     test, truth = sim.test.data, sim.test.truth
     grid = sim.grid
-    mice_kw = {"max_iter": 5, "n_nearest_features": 20} if args.quick else {}
+    mice_kw = {"max_iter": 5} if args.quick else {}
     builders = {
         "kernel": lambda: fi.KernelImputer(grid=grid),
         "PACE": lambda: fi.PACEImputer(grid=grid, random_state=args.seed),
@@ -188,12 +197,50 @@ def figure(fitted, curves, sim, path_curves, path_lip):
     plt.close(fig)
 
 
+def merge_tables(runs):
+    """One table per sparsity; a method's row from a later run replaces earlier ones."""
+    merged = {}
+    for run in runs:
+        for table in run["tables"]:
+            rows = merged.setdefault(table["n_i"], {})
+            for row in table["rows"]:
+                rows[row["method"].split(" (")[0]] = row
+    return [
+        {"n_i": n_i, "rows": [merged[n_i][m] for m in METHODS if m in merged[n_i]]}
+        for n_i in SPARSITIES
+        if n_i in merged
+    ]
+
+
+def _figure_names(quick):
+    """File names of the two figures (the quick run has its own)."""
+    stem = "paper_quick" if quick else "paper"
+    return f"{stem}_curves.png", f"{stem}_lipreg.png"
+
+
+def describe(args, seconds):
+    """The paragraph above the tables: settings and total time."""
+    mode = "quick (reduced n and epochs)" if args["quick"] else "full n"
+    mice = "5 rounds" if args["quick"] else "10 rounds"
+    n_test = round(0.05 * args["n"])
+    return (
+        f"Mode: {mode}. n = {args['n']} subjects per sparsity (90/5/5 split, seed "
+        f"{args['seed']}), neural imputers trained for {args['epochs']} epochs "
+        f"(`preset='cpu'`), MICE {mice}, LipReg weight ±{LIP_WEIGHT:g} on the "
+        f"token embedding, VTP weight chosen among {VTP_WEIGHTS} on the "
+        f"validation curves. MSE and TV ×1000 on the 101-point grid, standard "
+        f"errors over the {n_test} test subjects in brackets. 'paper' columns: "
+        f"Hong et al. (2024), n = 10,000, a GPU and 5,000 epochs. "
+        f"{seconds}"
+    )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="n=1500, 25 epochs: about 10 minutes on 2 cores",
+        help="n=1500, 30 epochs: about 10 minutes on 2 cores",
     )
     parser.add_argument("--n", type=int, default=None, help="subjects (default 10000)")
     parser.add_argument(
@@ -213,7 +260,19 @@ def main(argv=None):
     parser.add_argument(
         "--write",
         action="store_true",
-        help="replace the 'paper' section of docs/benchmarks.md",
+        help="replace the 'paper' (or, with --quick, 'paper-quick') section of "
+        "docs/benchmarks.md",
+    )
+    parser.add_argument(
+        "--save-rows",
+        dest="save_rows",
+        help="write this run's tables and settings to a JSON file",
+    )
+    parser.add_argument(
+        "--load-rows",
+        dest="load_rows",
+        nargs="+",
+        help="skip fitting: assemble runs saved with --save-rows",
     )
     args = parser.parse_args(argv)
     if args.n is None:
@@ -225,40 +284,61 @@ def main(argv=None):
 
         torch.set_num_threads(args.threads)
 
+    if args.load_rows:
+        runs = [json.loads(Path(path).read_text()) for path in args.load_rows]
+    else:
+        runs = [run_all(args)]
+    tables = merge_tables(runs)
+    sections = [
+        f"### n_i = {t['n_i']}\n\n" + markdown_table(t["rows"], COLUMNS) for t in tables
+    ]
+    if len(runs) == 1:
+        timing = f"Total time {runs[0]['seconds'] / 60:.1f} min."
+    else:
+        timing = "Runs (each with its time and machine):\n\n" + "\n".join(
+            f"- `{r['command']}`: {r['seconds'] / 60:.1f} min, {r['machine']}"
+            for r in runs
+        )
+    body = describe(runs[0]["settings"], timing) + "\n\n" + "\n\n".join(sections)
+    if args.write:
+        quick = runs[0]["settings"]["quick"]
+        curves_png, lipreg_png = _figure_names(quick)
+        if any(t["n_i"] == "8-12" for t in tables):
+            body += (
+                f"\n\n![test subjects](img/{curves_png})\n\n"
+                f"![L_Lip during training](img/{lipreg_png})\n"
+            )
+        title = "The SAND paper's simulation, all methods"
+        if quick:
+            write_section("paper-quick", title + " (quick)", body)
+        else:
+            write_section("paper", title, body)
+    print(timing)
+
+
+def run_all(args):
+    """Fit and score every method at every requested sparsity."""
     start = time.perf_counter()
-    sections = []
+    tables = []
     for sparsity in args.sparsity:
         rows, fitted, curves, sim = run_sparsity(sparsity, args)
-        sections.append(f"### n_i = {sparsity}\n\n" + markdown_table(rows, COLUMNS))
+        tables.append({"n_i": sparsity, "rows": rows})
         print(markdown_table(rows, COLUMNS), "\n", flush=True)
-        if sparsity == "8-12" and args.write:
+        if sparsity == "8-12" and (args.write or args.save_rows):
             img = Path(__file__).resolve().parents[1] / "docs" / "img"
             img.mkdir(exist_ok=True)
-            figure(
-                fitted, curves, sim, img / "paper_curves.png", img / "paper_lipreg.png"
-            )
-    total = time.perf_counter() - start
-    mode = "quick (reduced n and epochs)" if args.quick else "full"
-    mice = "5 rounds, 20 nearest bins" if args.quick else "10 rounds"
-    n_test = round(0.05 * args.n)
-    body = (
-        f"Mode: {mode}. n = {args.n} subjects per sparsity (90/5/5 split, seed "
-        f"{args.seed}), neural imputers trained for {args.epochs} epochs "
-        f"(`preset='cpu'`), MICE {mice}, LipReg weight ±{LIP_WEIGHT:g} on the "
-        f"token embedding, VTP weight chosen among {VTP_WEIGHTS} on the "
-        f"validation curves. MSE and TV ×1000 on the 101-point grid, standard "
-        f"errors over the {n_test} test subjects in brackets. 'paper' columns: "
-        f"Hong et al. (2024), n = 10,000, a GPU and 5,000 epochs. Total time "
-        f"{total / 60:.1f} min.\n\n" + "\n\n".join(sections)
-    )
-    if args.write:
-        if "8-12" in args.sparsity:
-            body += (
-                "\n\n![test subjects](img/paper_curves.png)\n\n"
-                "![L_Lip during training](img/paper_lipreg.png)\n"
-            )
-        write_section("paper", "The SAND paper's simulation, all methods", body)
-    print(f"total {total / 60:.1f} min")
+            curves_png, lipreg_png = _figure_names(args.quick)
+            figure(fitted, curves, sim, img / curves_png, img / lipreg_png)
+    run = {
+        "command": "python " + " ".join(sys.argv),
+        "machine": machine(),
+        "seconds": time.perf_counter() - start,
+        "settings": {k: getattr(args, k) for k in ("quick", "n", "epochs", "seed")},
+        "tables": tables,
+    }
+    if args.save_rows:
+        Path(args.save_rows).write_text(json.dumps(run, indent=1))
+    return run
 
 
 if __name__ == "__main__":

@@ -33,8 +33,13 @@ class MICEImputer(BaseImputer):
         times when that is at most 101, else 51.
     max_iter : int, default=10
         Rounds of chained equations.
-    n_nearest_features : int or None, default=None
-        Use only this many other bins as predictors of each bin (faster).
+    n_nearest_features : int or None, default=20
+        Use only this many other bins (drawn by their correlation with the
+        bin) as predictors of each bin; ``None`` uses all. With most cells
+        missing, regressing on every other bin amplifies noise: on the SAND
+        paper's simulation (n = 3,000) 20 gave 1.5 / 1.7 / 1.9 x the
+        oracle's MSE at n_i = 30 / 8-12 / 3-5 against 2.4 / 3.2 / 1.9 with
+        all bins, in half the time.
     random_state : int or None, default=None
         Seed of the iterative imputer.
     extrapolate : bool, default=False
@@ -66,7 +71,7 @@ class MICEImputer(BaseImputer):
         grid=None,
         n_bins=None,
         max_iter=10,
-        n_nearest_features=None,
+        n_nearest_features=20,
         random_state=None,
         extrapolate=False,
     ):

@@ -144,9 +144,17 @@ def test_interpolate_c1_exact_for_quadratics_and_on_grid():
 
 # --------------------------------------------------------------------------- #
 # SAND layer
-def test_sand_derivative_matches_explicit_attention():
+@pytest.mark.parametrize("curve_in_scores", [False, True])
+@pytest.mark.parametrize("whiten", [False, True])
+def test_sand_derivative_matches_explicit_attention(curve_in_scores, whiten):
     torch.manual_seed(0)
-    layer = SANDLayer(n_heads=3, head_dim=8, encoding_dim=10).double()
+    layer = SANDLayer(
+        n_heads=3,
+        head_dim=8,
+        encoding_dim=10,
+        whiten=whiten,
+        curve_in_scores=curve_in_scores,
+    ).double()
     curve = torch.randn(4, 21, dtype=torch.float64)
     grid = torch.linspace(0, 1, 21, dtype=torch.float64)
     torch.testing.assert_close(
@@ -166,6 +174,39 @@ def test_sand_output_starts_at_input_and_integrates_its_derivative():
     anchors[:, [5, 20]] = True
     pinned, _ = layer(curve, grid, anchors=anchors)
     assert torch.equal(pinned[anchors], curve[anchors])
+
+
+def test_sand_derivative_is_affine_in_the_curve_with_positional_scores():
+    torch.manual_seed(0)
+    grid = torch.linspace(0, 1, 21, dtype=torch.float64)
+    a, b = torch.randn(2, 1, 21, dtype=torch.float64)
+    zero = torch.zeros(1, 21, dtype=torch.float64)
+    for curve_in_scores, affine in [(False, True), (True, False)]:
+        layer = SANDLayer(2, 8, 16, curve_in_scores=curve_in_scores).double()
+        with torch.no_grad():  # make the curve's query/key weights matter
+            layer.qkv.weight[:, 0] = 1.0
+        d = layer.derivative
+        lhs = d(2 * a - b, grid) - d(zero, grid)
+        rhs = 2 * (d(a, grid) - d(zero, grid)) - (d(b, grid) - d(zero, grid))
+        assert torch.allclose(lhs, rhs) == affine
+
+
+def test_sand_whitened_features_are_orthonormal_directions_of_the_encoding():
+    grid = torch.linspace(0, 1, 101)
+    layer = SANDLayer(2, 8, 120)
+    feats = layer.grid_features(grid).double()
+    raw = sinusoidal_encoding(grid.double(), 120, 100.0)
+    evals = torch.linalg.eigvalsh(feats.T @ feats / 101)
+    # ridge whitening: eigenvalues lam / (lam + d) in [0, 1], most near 0 or 1
+    assert evals.max() <= 1 + 1e-4 and evals.min() >= -1e-6
+    assert ((evals > 0.05) & (evals < 0.95)).sum() <= 10
+    # the same span as the raw encoding (up to the ridge)
+    proj = raw @ torch.linalg.lstsq(raw, feats).solution
+    assert torch.linalg.norm(proj - feats) <= 1e-3 * torch.linalg.norm(feats)
+    # the raw encoding is badly conditioned, which is why it is whitened
+    raw_evals = torch.linalg.eigvalsh(raw.T @ raw / 101)
+    assert raw_evals.max() / raw_evals[raw_evals > 0].min() > 1e6
+    assert layer.grid_features(grid) is layer.grid_features(grid)  # cached
 
 
 def test_sand_is_invariant_to_shifting_the_curve_except_start():

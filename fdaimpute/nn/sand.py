@@ -235,10 +235,31 @@ class SANDLayer(nn.Module):
     encoding_dim : int, default=120
         Features ``p`` of the grid's sinusoidal encoding (the paper's 120).
         The smoother's rank is at most ``p + 1``, so keep it near ``M``.
-    encoding_scale : float, default=100.0
-        See :func:`~fdaimpute.nn.sinusoidal_encoding`.
+    encoding_scale, encoding_base : float, default=100.0, 1e4
+        Frequencies of the encoding (:func:`~fdaimpute.nn.sinusoidal_encoding`);
+        the defaults are the paper's. SAND's curve lies in the span of the
+        integrated features, so they must resolve the curves' frequencies:
+        the estimators use ``scale = pi (M - 1) / 2`` (half the grid's
+        Nyquist frequency) and ``base = 100`` (down to a quarter cycle over
+        the range) instead.
     gain : float, default=100.0
         Fixed output scale (see above).
+    whiten : bool, default=True
+        Replace the grid's encoding ``E`` by ``E (E^T E / M + d I)^(-1/2)``
+        (ridge whitening, ``d`` = 1e-4 times the largest eigenvalue): the
+        same span with orthonormal directions. The paper's geometric
+        frequencies make most of the ``p`` features nearly collinear on
+        ``[0, 1]`` (about 25 effective directions of 120 at ``M = 101``),
+        which slows gradient descent on SAND's weights by orders of
+        magnitude. The map is a deterministic function of the grid, so
+        saved models reproduce on any device.
+    curve_in_scores : bool, default=False
+        Let the centred curve enter the queries and keys as well as the
+        values (the paper's literal ``Z``). ``False`` keeps queries and keys
+        positional, so ``D~`` is an affine, rank ``H h_d`` smoothing and
+        differentiation operator applied to the curve: a subset of the
+        paper's parameter space that trains much faster and loses nothing
+        measurable (see ``docs/neural.md``).
 
     Examples
     --------
@@ -252,20 +273,63 @@ class SANDLayer(nn.Module):
     """
 
     def __init__(
-        self, n_heads=2, head_dim=64, encoding_dim=120, encoding_scale=100.0, gain=100.0
+        self,
+        n_heads=2,
+        head_dim=64,
+        encoding_dim=120,
+        encoding_scale=100.0,
+        encoding_base=1e4,
+        gain=100.0,
+        whiten=True,
+        curve_in_scores=False,
     ):
         super().__init__()
         self.n_heads = int(n_heads)
         self.head_dim = int(head_dim)
         self.gain = float(gain)
-        self.encoding = SinusoidalEncoding(encoding_dim, encoding_scale)
+        self.whiten = bool(whiten)
+        self.curve_in_scores = bool(curve_in_scores)
+        self.encoding = SinusoidalEncoding(encoding_dim, encoding_scale, encoding_base)
         self.qkv = nn.Linear(1 + encoding_dim, 3 * self.n_heads * self.head_dim)
         self.out = nn.Linear(self.n_heads * self.head_dim, 1)
+        if not self.curve_in_scores:
+            with torch.no_grad():  # unused: keep them at zero for clarity
+                self.qkv.weight[: 2 * self.n_heads * self.head_dim, 0] = 0.0
+        self._features = None
+
+    def grid_features(self, grid):
+        """The grid's encoding as SAND sees it (whitened if ``whiten``), (M, p).
+
+        Cached per grid tensor (the training loop passes the same one on
+        every step); the cache holds a reference to the grid, so its memory
+        cannot be reused by another tensor while cached.
+        """
+        version = None if grid.is_inference() else grid._version
+        cached = self._features
+        if cached is None or cached[0] is not grid or cached[1] != version:
+            with torch.inference_mode(False), torch.no_grad():
+                enc = self.encoding(grid.detach().cpu().double().clone())
+                if self.whiten:
+                    gram = enc.T @ enc / enc.shape[0]
+                    evals, evecs = torch.linalg.eigh(gram)
+                    ridge = 1e-4 * evals.max().clamp(min=1e-300)
+                    inv_sqrt = (evals.clamp(min=0) + ridge).rsqrt()
+                    enc = enc @ ((evecs * inv_sqrt) @ evecs.T)
+                value = enc.to(grid.device, torch.float32)
+            self._features = (grid, version, value)
+        return self._features[2]
+
+    def _curve_weights(self):
+        """Curve column of the query, key and value weights, each (H, h_d)."""
+        wq, wk, wv = self.qkv.weight[:, 0].view(3, self.n_heads, self.head_dim)
+        if not self.curve_in_scores:
+            wq, wk = torch.zeros_like(wq), torch.zeros_like(wk)
+        return wq, wk, wv
 
     def _shared(self, grid):
         """The grid's part of the query/key/value projections, (M, 3, H, h_d)."""
         w = self.qkv.weight
-        enc = self.encoding(grid).to(w.dtype)
+        enc = self.grid_features(grid).to(w.dtype)
         return F.linear(enc, w[:, 1:], self.qkv.bias).view(
             grid.shape[0], 3, self.n_heads, self.head_dim
         )
@@ -281,7 +345,7 @@ class SANDLayer(nn.Module):
         """
         b, m = curve.shape
         c = curve - curve[:, :1]
-        wq, wk, wv = self.qkv.weight[:, 0].view(3, self.n_heads, self.head_dim)
+        wq, wk, wv = self._curve_weights()
         pq, pk, pv = self._shared(grid).unbind(1)  # each (M, H, h_d)
         o = self.out.weight.view(self.n_heads, self.head_dim)
         alpha = (wv * o).sum(-1)  # (H,)   value . o = c_j alpha + pi_j
@@ -299,10 +363,12 @@ class SANDLayer(nn.Module):
         """``Diff(T~)`` computed literally as ``W_O Q (K^T V)`` (for checking)."""
         b, m = curve.shape
         c = curve - curve[:, :1]
-        enc = self.encoding(grid).to(c.dtype).expand(b, m, -1)
+        enc = self.grid_features(grid).to(c.dtype).expand(b, m, -1)
         z = torch.cat([c.unsqueeze(-1), enc], dim=-1)
+        curve_w = torch.cat(self._curve_weights()).reshape(-1, 1)
+        weight = torch.cat([curve_w, self.qkv.weight[:, 1:]], dim=1)
         q, k, v = (
-            self.qkv(z)
+            F.linear(z, weight, self.qkv.bias)
             .view(b, m, 3, self.n_heads, self.head_dim)
             .permute(2, 0, 3, 1, 4)
         )

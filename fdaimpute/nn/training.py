@@ -94,7 +94,8 @@ class Trainer:
     patience : int or None, default=None
         Stop after this many epochs without a better validation loss.
     clip_grad : float or None, default=1.0
-        Clip the gradient's global norm.
+        Clip the gradient's global norm (the transformer's and SAND's
+        separately).
     regularizers : list, default=()
         Penalties (see :mod:`fdaimpute.nn.regularizers`).
     anchors : {None, "mean", "two-sided"}, default=None
@@ -168,15 +169,22 @@ class Trainer:
     def configure(self, n_train):
         """Build the optimizer, LR schedule and gradient scaler."""
         sand = getattr(self.module, "sand", None)
-        if sand is not None and self.sand_lr is not None:
+        if sand is None:
+            self.clip_groups = [list(self.module.parameters())]
+        else:
+            # SAND's input is detached: the transformer and SAND solve separate
+            # problems, so their gradients are clipped separately (one
+            # global norm would let SAND's large early gradients stall VT)
             rest = [
                 p
                 for n, p in self.module.named_parameters()
                 if not n.startswith("sand.")
             ]
+            self.clip_groups = [rest, list(sand.parameters())]
+        if sand is not None and self.sand_lr is not None:
             groups = [
-                {"params": rest, "lr": self.lr},
-                {"params": list(sand.parameters()), "lr": self.sand_lr},
+                {"params": self.clip_groups[0], "lr": self.lr},
+                {"params": self.clip_groups[1], "lr": self.sand_lr},
             ]
         else:
             groups = [{"params": list(self.module.parameters()), "lr": self.lr}]
@@ -280,7 +288,8 @@ class Trainer:
         self.scaler.scale(total).backward()
         if self.clip_grad:
             self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.clip_grad)
+            for params in self.clip_groups:
+                torch.nn.utils.clip_grad_norm_(params, self.clip_grad)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
