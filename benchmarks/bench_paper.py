@@ -221,7 +221,7 @@ def _figure_names(quick):
 def describe(args, seconds):
     """The paragraph above the tables: settings and total time."""
     mode = "quick (reduced n and epochs)" if args["quick"] else "full n"
-    mice = "5 rounds" if args["quick"] else "10 rounds"
+    mice = ("5" if args["quick"] else "10") + " rounds, 20 nearest bins"
     n_test = round(0.05 * args["n"])
     return (
         f"Mode: {mode}. n = {args['n']} subjects per sparsity (90/5/5 split, seed "
@@ -324,7 +324,8 @@ def run_all(args):
         rows, fitted, curves, sim = run_sparsity(sparsity, args)
         tables.append({"n_i": sparsity, "rows": rows})
         print(markdown_table(rows, COLUMNS), "\n", flush=True)
-        if sparsity == "8-12" and (args.write or args.save_rows):
+        wanted = args.write or args.save_rows
+        if sparsity == "8-12" and wanted and {"VT", "SAND"} <= set(fitted):
             img = Path(__file__).resolve().parents[1] / "docs" / "img"
             img.mkdir(exist_ok=True)
             curves_png, lipreg_png = _figure_names(args.quick)
