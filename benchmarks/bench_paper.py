@@ -17,13 +17,14 @@ curves, as the paper tuned it.
 
 Examples
 --------
-The quick table (reduced n and epochs; about 10 minutes on 2 CPU cores)::
+The quick table (reduced n and epochs; under 10 minutes on 2 CPU cores)::
 
     python benchmarks/bench_paper.py --quick --write
 
-The full simulation (n = 10,000)::
+The full simulation (n = 10,000, 60 epochs; the documented run took 38 and
+49 minutes in two processes side by side on 2 CPU cores, split as below)::
 
-    python benchmarks/bench_paper.py --n 10000 --epochs 150 --write
+    python benchmarks/bench_paper.py --write
 
 Long runs can be split (e.g. one process per sparsity) and assembled; a
 method's row in a later file replaces the same method's row in an earlier
@@ -240,11 +241,11 @@ def main(argv=None):
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="n=1500, 30 epochs: about 10 minutes on 2 cores",
+        help="n=1500, 30 epochs: under 10 minutes on 2 cores",
     )
     parser.add_argument("--n", type=int, default=None, help="subjects (default 10000)")
     parser.add_argument(
-        "--epochs", type=int, default=None, help="neural epochs (default 150)"
+        "--epochs", type=int, default=None, help="neural epochs (default 60)"
     )
     parser.add_argument(
         "--sparsity", nargs="+", default=list(SPARSITIES), choices=SPARSITIES
@@ -278,7 +279,7 @@ def main(argv=None):
     if args.n is None:
         args.n = 1500 if args.quick else 10_000
     if args.epochs is None:
-        args.epochs = 30 if args.quick else 150
+        args.epochs = 30 if args.quick else 60
     if args.threads:
         import torch
 

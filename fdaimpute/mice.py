@@ -37,9 +37,10 @@ class MICEImputer(BaseImputer):
         Use only this many other bins (drawn by their correlation with the
         bin) as predictors of each bin; ``None`` uses all. With most cells
         missing, regressing on every other bin amplifies noise: on the SAND
-        paper's simulation (n = 3,000) 20 gave 1.5 / 1.7 / 1.9 x the
-        oracle's MSE at n_i = 30 / 8-12 / 3-5 against 2.4 / 3.2 / 1.9 with
-        all bins, in half the time.
+        paper's simulation (n = 10,000, ``benchmarks/bench_paper.py``; both
+        runs' rows are in ``benchmarks/results/paper/``) 20 gave 1.50 /
+        1.67 / 1.66 x the oracle's MSE at n_i = 30 / 8-12 / 3-5 against
+        2.14 / 3.39 / 1.97 with all bins, and fitted 4 to 14 times faster.
     random_state : int or None, default=None
         Seed of the iterative imputer.
     extrapolate : bool, default=False

@@ -298,27 +298,25 @@ class _NeuralImputer(BaseImputer):
                 valid_hidden[flat[hidden]] = True
                 if not bool(valid_hidden.any()):  # every subject has one point
                     valid_t = valid_hidden = None
-            trainer = self._make_trainer(module, grid, cfg, regularizers, amp, seed)
+            offset = len(self.history_["epoch"]) if warm else 0
+            trainer = self._make_trainer(
+                module, grid, cfg, regularizers, amp, seed, start_epoch=offset
+            )
             trainer.fit(train_t, valid_t, valid_hidden)
 
         history = dict(self.history_) if warm else {}
-        offset = len(history.get("epoch", ()))
         for key, values in trainer.history.items():
-            if key == "epoch":
-                values = [v + offset for v in values]
             history.setdefault(key, [None] * offset).extend(values)
         self.module_ = module
         self.history_ = history
-        self.best_epoch_ = (
-            None if trainer.best_epoch is None else (trainer.best_epoch + offset)
-        )
+        self.best_epoch_ = trainer.best_epoch
         self.n_epochs_ = len(history["epoch"])
         self.stop_reason_ = trainer.stop_reason
         self.device_ = device
         self.n_parameters_ = sum(p.numel() for p in module.parameters())
         return self
 
-    def _make_trainer(self, module, grid, cfg, regularizers, amp, seed):
+    def _make_trainer(self, module, grid, cfg, regularizers, amp, seed, start_epoch=0):
         """Build the :class:`~fdaimpute.nn.Trainer` (override to customise)."""
         from fdaimpute.nn import Trainer
 
@@ -336,6 +334,7 @@ class _NeuralImputer(BaseImputer):
             amp=amp,
             seed=seed,
             verbose=self.verbose,
+            start_epoch=start_epoch,
         )
 
     # ------------------------------------------------------------------ #
@@ -726,8 +725,9 @@ class SANDImputer(_NeuralImputer):
     make it learn much faster and remove an accuracy floor (measured in
     ``docs/neural.md``): its grid encoding reaches half the grid's Nyquist
     frequency, is whitened (an orthonormal basis of the same span), and
-    feeds the queries and keys only, so ``D~`` is a learned affine
-    smoothing-differentiation operator applied to ``T~`` (see
+    alone forms the queries and keys (the curve enters through the values
+    only), so ``D~`` is a learned affine smoothing-differentiation operator
+    applied to ``T~`` (see
     :class:`~fdaimpute.nn.SANDLayer`).
 
     Off-grid times (``predict_at``, other grids): SAND's curve between two

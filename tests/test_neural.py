@@ -201,6 +201,29 @@ def test_warm_start_continues_training(sim):
     assert not np.allclose(first, est.transform(sim.test.data))
 
 
+def test_warm_start_continues_the_epoch_count_of_regularizer_schedules(sim):
+    from fdaimpute.regularizers import Regularizer
+
+    seen = []
+
+    class Recorder(Regularizer):
+        def weight_at(self, epoch):
+            seen.append(epoch)
+            return 0.0
+
+        def penalty(self, context):
+            return context.curve.sum() * 0.0
+
+    est = VTImputer(**TINY, warm_start=True, regularizers=[Recorder()])
+    est.fit(sim.train.data)
+    assert sorted(set(seen)) == [0, 1, 2]
+    seen.clear()
+    est.fit(sim.train.data)
+    assert sorted(set(seen)) == [3, 4, 5]
+    assert est.best_epoch_ in (3, 4, 5)
+    assert est.history_["epoch"] == list(range(6))
+
+
 @pytest.mark.parametrize("anchors", ["mean", "two-sided"])
 def test_sand_anchors(sim, anchors):
     est = SANDImputer(**SAND_TINY, anchors=anchors).fit(sim.train.data)

@@ -209,6 +209,18 @@ def test_sand_whitened_features_are_orthonormal_directions_of_the_encoding():
     assert layer.grid_features(grid) is layer.grid_features(grid)  # cached
 
 
+def test_sand_features_cached_in_inference_mode_still_train():
+    torch.manual_seed(0)
+    layer = SANDLayer(2, 8, 16)
+    grid, curve = torch.linspace(0, 1, 11), torch.randn(3, 11)
+    with torch.inference_mode():
+        expected, _ = layer(curve, grid)
+    out, _ = layer(curve, grid)  # the features cached above, now with autograd
+    out.pow(2).mean().backward()
+    assert layer.qkv.weight.grad is not None
+    torch.testing.assert_close(out.detach(), expected)
+
+
 def test_sand_is_invariant_to_shifting_the_curve_except_start():
     torch.manual_seed(0)
     layer = SANDLayer(n_heads=2, head_dim=8, encoding_dim=16)

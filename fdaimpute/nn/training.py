@@ -109,6 +109,10 @@ class Trainer:
         Seed of the shuffling and hiding.
     verbose : bool, default=False
         Show a progress bar with the losses.
+    start_epoch : int, default=0
+        Number of the first epoch (epochs already trained, for a warm
+        start): epoch numbers in ``history``, ``best_epoch`` and the
+        regularizers' weight schedules continue from it.
 
     Attributes
     ----------
@@ -137,6 +141,7 @@ class Trainer:
         bucket=16,
         seed=0,
         verbose=False,
+        start_epoch=0,
     ):
         self.module = module
         self.grid = grid
@@ -161,7 +166,8 @@ class Trainer:
         self.best_loss = math.inf
         self.best_state = None
         self.step = 0
-        self.epoch = 0
+        self.start_epoch = int(start_epoch)
+        self.epoch = self.start_epoch
         self.stop_reason = None
 
     # ------------------------------------------------------------------ #
@@ -374,7 +380,7 @@ class Trainer:
             bar = tqdm(total=self.max_epochs, desc=type(self.module).__name__)
         since_best = 0
         try:
-            for epoch in range(self.max_epochs):
+            for epoch in range(self.start_epoch, self.start_epoch + self.max_epochs):
                 self.epoch = epoch
                 start = time.perf_counter()
                 lr = self.optimizer.param_groups[0]["lr"]
