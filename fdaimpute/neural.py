@@ -156,6 +156,11 @@ class _NeuralImputer(BaseImputer):
             raise ValueError(f"dropout must be in [0, 1), got {cfg['dropout']}")
         if not (isinstance(cfg["lr"], numbers.Real) and cfg["lr"] > 0):
             raise ValueError(f"lr must be a positive number, got {cfg['lr']!r}")
+        sand_lr = getattr(self, "sand_lr", None)
+        if sand_lr is not None and not (
+            isinstance(sand_lr, numbers.Real) and sand_lr > 0
+        ):
+            raise ValueError(f"sand_lr must be a positive number, got {sand_lr!r}")
         if cfg["lr_schedule"] not in ("cosine", "constant"):
             raise ValueError(
                 "lr_schedule must be 'cosine' or 'constant', "
@@ -330,6 +335,7 @@ class _NeuralImputer(BaseImputer):
             patience=cfg["patience"],
             clip_grad=self.clip_grad,
             regularizers=regularizers,
+            sand_lr=getattr(self, "sand_lr", None),
             anchors=getattr(self, "anchors", None),
             amp=amp,
             seed=seed,
@@ -711,6 +717,9 @@ class SANDImputer(_NeuralImputer):
         nearest observed grid point on each side and blend by distance (the
         released code's anchors; the curve passes through ``T~`` at observed
         points and its derivative jumps there).
+    sand_lr : float, default=None
+        Peak learning rate of the SAND layer's parameters (default:
+        ``lr``); the transformer keeps ``lr``.
 
     Attributes
     ----------{_COMMON_ATTRS_DOC}
@@ -772,6 +781,7 @@ class SANDImputer(_NeuralImputer):
         sand_head_dim=None,
         sand_encoding_dim=None,
         anchors=None,
+        sand_lr=None,
         max_epochs=None,
         batch_size=None,
         lr=None,
@@ -801,6 +811,7 @@ class SANDImputer(_NeuralImputer):
         self.sand_head_dim = sand_head_dim
         self.sand_encoding_dim = sand_encoding_dim
         self.anchors = anchors
+        self.sand_lr = sand_lr
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr

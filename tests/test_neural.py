@@ -268,6 +268,7 @@ def test_presets_and_explicit_overrides():
         ({"preset": "gpu"}, ValueError, "preset"),
         ({"device": "tpu9"}, ValueError, "device"),
         ({"anchors": "left"}, ValueError, "anchors"),
+        ({"sand_lr": 0.0}, ValueError, "sand_lr"),
         ({"regularizers": ["roughness"]}, TypeError, "penalty"),
         ({"batch_size": 2.5}, TypeError, "batch_size"),
     ],
@@ -276,6 +277,14 @@ def test_bad_parameters_raise_clear_errors(sim, params, error, match):
     est = SANDImputer(**{**SAND_TINY, **params})
     with pytest.raises(error, match=match):
         est.fit(sim.train.data)
+
+
+def test_sand_lr_trains_the_sand_layer_at_its_own_rate(sim):
+    base = SANDImputer(**SAND_TINY).fit(sim.train.data)
+    same = SANDImputer(**SAND_TINY, sand_lr=base._config()["lr"]).fit(sim.train.data)
+    fast = SANDImputer(**SAND_TINY, sand_lr=1e-2).fit(sim.train.data)
+    assert_allclose(same.transform(sim.test.data), base.transform(sim.test.data))
+    assert not np.allclose(fast.transform(sim.test.data), base.transform(sim.test.data))
 
 
 def test_cuda_request_without_cuda_raises(sim):

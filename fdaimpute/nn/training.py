@@ -197,7 +197,7 @@ class Trainer:
         self.optimizer = torch.optim.Adam(groups)
         steps = max(1, self.max_epochs * math.ceil(n_train / self.batch_size))
         # 2% of the steps, but at least 100 (or half of a short run): the
-        # first full-size Adam steps can throw SAND's cubic map far off
+        # first full-size Adam steps can throw SAND's layer far off
         warmup = max(1, int(0.02 * steps), min(100, steps // 2))
         if self.lr_schedule == "cosine":
 
