@@ -52,48 +52,7 @@ COLUMNS = [
 ]
 
 
-def neural(kind, args, n_fit):
-    cls = SANDImputer if kind == "sand" else VTImputer
-    params = {
-        "preset": args.preset,
-        "max_epochs": args.epochs,
-        "validation_fraction": round(args.val_share * n_fit) / n_fit,
-        "random_state": args.seed,
-        "verbose": args.verbose,
-    }
-    for name in (
-        "d_model",
-        "n_heads",
-        "encoder_layers",
-        "decoder_layers",
-        "dim_feedforward",
-        "batch_size",
-        "lr",
-        "patience",
-        "dropout",
-    ):
-        value = getattr(args, name)
-        if value is not None:
-            params[name] = value
-    if kind == "sand" and args.anchors is not None:
-        params["anchors"] = args.anchors
-    return cls(**params)
-
-
-def statistical(kind):
-    """PACE / kernel imputers when their modules exist (other issues)."""
-    try:
-        if kind == "pace":
-            from fdaimpute.pace import PACEImputer
-
-            return PACEImputer()
-        from fdaimpute.kernel import KernelImputer
-
-        return KernelImputer()
-    except ImportError:
-        return None
-
-
+# size and training settings a command line may override
 _SETTINGS = (
     "d_model",
     "n_heads",
@@ -105,6 +64,24 @@ _SETTINGS = (
     "patience",
     "dropout",
 )
+
+
+def neural(kind, args, n_fit):
+    cls = SANDImputer if kind == "sand" else VTImputer
+    params = {
+        "preset": args.preset,
+        "max_epochs": args.epochs,
+        "validation_fraction": round(args.val_share * n_fit) / n_fit,
+        "random_state": args.seed,
+        "verbose": args.verbose,
+    }
+    for name in _SETTINGS:
+        value = getattr(args, name)
+        if value is not None:
+            params[name] = value
+    if kind == "sand" and args.anchors is not None:
+        params["anchors"] = args.anchors
+    return cls(**params)
 
 
 def _label(method, args):
@@ -150,10 +127,7 @@ def run_one(sparsity, args):
                 "s / epoch": float(np.mean(hist["seconds"])),
             }
         else:
-            est = statistical(method)
-            if est is None:
-                print(f"  {method}: not available (module missing), skipped")
-                continue
+            est = fi.PACEImputer() if method == "pace" else fi.KernelImputer()
             start = time.perf_counter()
             pred = est.fit(fit_data).transform(test)
             seconds = time.perf_counter() - start

@@ -96,6 +96,18 @@ def check_positive_int(value, name, minimum=1):
     return int(value)
 
 
+def check_positive_number(value, name):
+    """Validate a real parameter that must be finite and positive."""
+    if (
+        not isinstance(value, numbers.Real)
+        or isinstance(value, bool)
+        or not np.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
 def check_in_range(data, time_range, *, extrapolate, tol=1e-9):
     """Raise if an observation time lies outside the fitted time range."""
     if extrapolate or len(data) == 0:

@@ -328,11 +328,21 @@ def interpolate_rows(curves, grid, times, counts):
     -------
     ndarray of shape (sum(counts),)
     """
-    row = np.repeat(np.arange(curves.shape[0]), counts)
-    pos = np.clip(np.searchsorted(grid, times, side="right") - 1, 0, grid.size - 2)
-    frac = (times - grid[pos]) / (grid[pos + 1] - grid[pos])
+    row, pos, step, offset = grid_segments(grid, times, counts)
     left = curves[row, pos]
-    return left + frac * (curves[row, pos + 1] - left)
+    return left + (offset / step) * (curves[row, pos + 1] - left)
+
+
+def grid_segments(grid, times, counts):
+    """Locate per-row query times on ``grid`` (see :func:`interpolate_rows`).
+
+    Returns the row of each time, the index of the grid interval holding it
+    (clamped to the first and last intervals, so ends extrapolate), the
+    interval's length and the time's offset from its left end.
+    """
+    row = np.repeat(np.arange(len(counts)), counts)
+    pos = np.clip(np.searchsorted(grid, times, side="right") - 1, 0, grid.size - 2)
+    return row, pos, grid[pos + 1] - grid[pos], times - grid[pos]
 
 
 def _is_ragged(times):

@@ -15,8 +15,8 @@ import warnings
 import numpy as np
 from sklearn.utils import check_random_state
 
-from fdaimpute._validation import check_positive_int
-from fdaimpute.base import BaseImputer, interpolate_rows
+from fdaimpute._validation import check_positive_int, check_positive_number
+from fdaimpute.base import BaseImputer, grid_segments, interpolate_rows
 
 __all__ = ["PRESETS", "SANDImputer", "VTImputer"]
 
@@ -97,10 +97,7 @@ def _resolve_device(device):
 
 def _interp_c1_rows(values, deriv, grid, times, counts):
     """The C1 piecewise-quadratic curve with piecewise-linear derivative ``deriv``."""
-    row = np.repeat(np.arange(values.shape[0]), counts)
-    pos = np.clip(np.searchsorted(grid, times, side="right") - 1, 0, grid.size - 2)
-    step = grid[pos + 1] - grid[pos]
-    u = times - grid[pos]
+    row, pos, step, u = grid_segments(grid, times, counts)
     d0, d1 = deriv[row, pos], deriv[row, pos + 1]
     return values[row, pos] + d0 * u + (d1 - d0) * u * u / (2 * step)
 
@@ -147,6 +144,8 @@ class _NeuralImputer(BaseImputer):
                 raise ValueError(
                     f"anchors must be None, 'mean' or 'two-sided', got {self.anchors!r}"
                 )
+            if self.sand_lr is not None:
+                check_positive_number(self.sand_lr, "sand_lr")
         if cfg["d_model"] % cfg["n_heads"]:
             raise ValueError(
                 f"d_model ({cfg['d_model']}) must be divisible by n_heads "
@@ -154,13 +153,7 @@ class _NeuralImputer(BaseImputer):
             )
         if not 0.0 <= cfg["dropout"] < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {cfg['dropout']}")
-        if not (isinstance(cfg["lr"], numbers.Real) and cfg["lr"] > 0):
-            raise ValueError(f"lr must be a positive number, got {cfg['lr']!r}")
-        sand_lr = getattr(self, "sand_lr", None)
-        if sand_lr is not None and not (
-            isinstance(sand_lr, numbers.Real) and sand_lr > 0
-        ):
-            raise ValueError(f"sand_lr must be a positive number, got {sand_lr!r}")
+        check_positive_number(cfg["lr"], "lr")
         if cfg["lr_schedule"] not in ("cosine", "constant"):
             raise ValueError(
                 "lr_schedule must be 'cosine' or 'constant', "
@@ -526,7 +519,8 @@ _COMMON_PARAMS_DOC = """
         subject's) are hidden and predicted from the rest. ``0`` keeps the
         epoch with the lowest training loss.
     clip_grad : float or None, default=1.0
-        Clip the gradient's global norm.
+        Clip the gradient's global norm (SAND's layer and the transformer
+        separately).
     regularizers : list of Regularizer, default=None
         Penalties added to the loss, e.g. ``[Roughness(1.0)]``; see
         :mod:`fdaimpute.nn.regularizers`. Their unweighted values per epoch

@@ -13,6 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from fdaimpute import _fpca
 from fdaimpute._pace_cv import select_by_cv
+from fdaimpute._validation import check_positive_number
 from fdaimpute.base import BaseImputer
 from fdaimpute.smoothing import KERNELS, bandwidth_candidates
 
@@ -270,7 +271,7 @@ default="cv"
                         f"{rules}, got {value!r}"
                     )
             else:
-                _positive(value, name)
+                check_positive_number(value, name)
         bw = self.bandwidth_cov
         if isinstance(bw, str):
             if bw not in _BANDWIDTH_RULES_COV:
@@ -285,14 +286,14 @@ default="cv"
                     f"(along, across), got {bw!r}"
                 )
             for b in bw:
-                _positive(b, "bandwidth_cov")
+                check_positive_number(b, "bandwidth_cov")
             if self.fdapace_compat and not np.isclose(bw[0], bw[1]):
                 raise ValueError(
                     "fdapace_compat=True smooths isotropically; give "
                     "bandwidth_cov as a single number"
                 )
         else:
-            _positive(bw, "bandwidth_cov")
+            check_positive_number(bw, "bandwidth_cov")
         if self.fdapace_compat and _is_rule(bw, "cv"):
             raise ValueError(
                 "bandwidth_cov='cv' chooses a rotated smoother, which "
@@ -705,16 +706,6 @@ default="cv"
 def _is_rule(value, name):
     """Whether a parameter holds the string rule ``name`` (not a number or pair)."""
     return isinstance(value, str) and value == name
-
-
-def _positive(value, name):
-    if (
-        not isinstance(value, numbers.Real)
-        or isinstance(value, bool)
-        or not np.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
 
 
 def _interp_rows(rows, x, new):

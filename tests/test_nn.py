@@ -48,6 +48,10 @@ TINY = dict(
 )
 
 
+# wide enough to overfit a few subjects quickly
+SMALL = dict(TINY, d_model=32, decoder_layers=1, dim_feedforward=64)
+
+
 def tiny_sand(**kw):
     return SANDModule(VTModule(**TINY, **kw), SANDLayer(2, 8, 16))
 
@@ -324,14 +328,7 @@ def test_shared_first_decoder_layer_matches_per_subject_computation():
 def test_tiny_dataset_is_overfit():
     torch.manual_seed(0)
     data = ragged(n=4, lo=6, hi=6)
-    vt = VTModule(
-        d_model=32,
-        n_heads=2,
-        encoder_layers=1,
-        decoder_layers=1,
-        dim_feedforward=64,
-        encoding_dim=8,
-    )
+    vt = VTModule(**SMALL)
     trainer = Trainer(
         vt, torch.linspace(0, 1, 21), max_epochs=300, batch_size=4, lr=3e-3
     )
@@ -347,14 +344,7 @@ def test_roughness_penalty_smooths_the_fitted_curve():
     rough = []
     for weight in (0.0, 30.0):
         torch.manual_seed(0)
-        vt = VTModule(
-            d_model=32,
-            n_heads=2,
-            encoder_layers=1,
-            decoder_layers=1,
-            dim_feedforward=64,
-            encoding_dim=8,
-        )
+        vt = VTModule(**SMALL)
         trainer = Trainer(
             vt,
             torch.linspace(0, 1, 21),

@@ -18,6 +18,15 @@ from fdaimpute.nn import (  # noqa: E402
 )
 from fdaimpute.nn.regularizers import feed_forward_blocks  # noqa: E402
 
+SIZES = dict(
+    d_model=16,
+    n_heads=2,
+    encoder_layers=1,
+    decoder_layers=1,
+    dim_feedforward=32,
+    encoding_dim=8,
+)
+
 
 def _ctx(**kw):
     fields = dict(
@@ -148,14 +157,7 @@ def test_smoothing_regularizer_sums_every_feed_forward_block_of_a_vt():
 def _penalty_after_steps(reg, steps=25):
     """Optimise only ``reg.weight * penalty`` on a tiny VT; return start and end."""
     torch.manual_seed(0)
-    vt = VTModule(
-        d_model=16,
-        n_heads=2,
-        encoder_layers=1,
-        decoder_layers=1,
-        dim_feedforward=32,
-        encoding_dim=8,
-    )
+    vt = VTModule(**SIZES)
     t = torch.rand(8, 6).sort(dim=1).values
     y = torch.randn(8, 6)
     mask = torch.ones(8, 6, dtype=torch.bool)
@@ -211,12 +213,7 @@ def test_positive_weight_lowers_and_negative_weight_raises_the_penalty(make):
 
 
 TINY = dict(
-    d_model=16,
-    n_heads=2,
-    encoder_layers=1,
-    decoder_layers=1,
-    dim_feedforward=32,
-    encoding_dim=8,
+    **SIZES,
     max_epochs=6,
     batch_size=16,
     lr=3e-3,

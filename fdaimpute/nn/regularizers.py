@@ -55,7 +55,8 @@ class RegularizerContext:
         The model being trained (a ``VTModule`` or a ``SANDModule``, whose
         transformer is ``module.vt``).
     epoch : int
-        Current epoch, from 0.
+        Current epoch, from 0 at the first fit (a warm start continues the
+        count).
     step : int
         Optimizer steps taken so far.
     times : Tensor of shape (B, L)
@@ -76,8 +77,6 @@ class RegularizerContext:
     hidden : dict of str to Tensor
         Layer outputs ``encoder.<i>`` (B, L, d) and ``decoder.<i>`` (B, M,
         d); empty unless a regularizer sets ``needs_hidden``.
-    extra : dict
-        Free room for future needs.
     """
 
     module: torch.nn.Module
@@ -91,7 +90,6 @@ class RegularizerContext:
     vt_curve: torch.Tensor
     derivative: torch.Tensor | None = None
     hidden: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
 
 
 class Regularizer:
