@@ -4,7 +4,7 @@ Scikit-learn estimators that turn subjects observed a few times each into
 smooth curves on a grid, with derivatives and uncertainty.
 """
 
-from fdaimpute import datasets, metrics, oracle, plotting, simulate, tuning
+from fdaimpute import datasets, metrics, noise, oracle, plotting, simulate, tuning
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.kernel import KernelImputer
@@ -24,6 +24,7 @@ __all__ = [
     "VTImputer",
     "datasets",
     "metrics",
+    "noise",
     "oracle",
     "plotting",
     "regularizers",

@@ -17,6 +17,7 @@ from sklearn.utils import check_random_state
 
 from fdaimpute._validation import check_positive_int, check_positive_number
 from fdaimpute.base import BaseImputer, grid_segments, interpolate_rows
+from fdaimpute.noise import noise_variance
 
 __all__ = ["PRESETS", "SANDImputer", "VTImputer"]
 
@@ -79,6 +80,7 @@ _SIZE_PARAMS = (
 )
 _SAND_PARAMS = ("sand_heads", "sand_head_dim", "sand_encoding_dim")
 _TORCH_STATE = "_module_state"
+_HEAD_STATE = "_error_head_state"
 
 
 def _resolve_device(device):
@@ -93,6 +95,10 @@ def _resolve_device(device):
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} was requested but CUDA is not available")
     return dev
+
+
+def _cpu_weights(module):
+    return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
 
 
 def _interp_c1_rows(values, deriv, grid, times, counts):
@@ -302,6 +308,8 @@ class _NeuralImputer(BaseImputer):
             )
             trainer.fit(train_t, valid_t, valid_hidden)
 
+            self._fit_uncertainty(module, grid, data, valid_t, seed)
+
         history = dict(self.history_) if warm else {}
         for key, values in trainer.history.items():
             history.setdefault(key, [None] * offset).extend(values)
@@ -313,6 +321,26 @@ class _NeuralImputer(BaseImputer):
         self.device_ = device
         self.n_parameters_ = sum(p.numel() for p in module.parameters())
         return self
+
+    def _fit_uncertainty(self, module, grid, data, valid_t, seed):
+        """Noise variance (all subjects) and error-variance head (validation)."""
+        from fdaimpute.nn.uncertainty import fit_error_head
+
+        try:
+            self.noise_variance_ = noise_variance(data)
+        except ValueError:
+            # too few within-subject pairs: the std will include the noise
+            self.noise_variance_ = 0.0
+        self.error_head_ = None
+        if valid_t is not None:
+            self.error_head_ = fit_error_head(
+                module,
+                valid_t,
+                grid,
+                self.noise_variance_ / self.value_scale_**2,
+                anchors=getattr(self, "anchors", None),
+                seed=seed + 11,
+            )
 
     def _make_trainer(self, module, grid, cfg, regularizers, amp, seed, start_epoch=0):
         """Build the :class:`~fdaimpute.nn.Trainer` (override to customise)."""
@@ -338,18 +366,30 @@ class _NeuralImputer(BaseImputer):
 
     # ------------------------------------------------------------------ #
     # inference
-    def _model_curves(self, data, derivative=True):
-        """Curves (and SAND derivatives) on ``model_grid_`` in data units."""
+    def _model_curves(self, data, derivative=True, std=False):
+        """Curves, SAND derivatives (or None) and, with ``std``, error SDs.
+
+        All on ``model_grid_``, in data units.
+        """
         import torch
 
         from fdaimpute.nn import predict_curves
 
+        head = None
+        if std:
+            head = getattr(self, "error_head_", None)
+            if head is None:
+                raise ValueError(
+                    f"this {type(self).__name__} has no uncertainty estimate: it "
+                    "is calibrated on the validation subjects, so fit with "
+                    "validation_fraction > 0 (and subjects with 2 or more points)"
+                )
         shape = (len(data), self.model_grid_.size)
         curves = np.empty(shape)
         deriv = np.empty(shape) if derivative and self._kind == "sand" else None
-        buffers = (
-            torch.from_numpy(curves),
-            None if deriv is None else torch.from_numpy(deriv),
+        sd = np.empty(shape) if std else None
+        buffers = tuple(
+            None if a is None else torch.from_numpy(a) for a in (curves, deriv, sd)
         )
         with torch.inference_mode():
             predict_curves(
@@ -359,12 +399,16 @@ class _NeuralImputer(BaseImputer):
                 batch_size=self.predict_batch_size,
                 anchors=getattr(self, "anchors", None),
                 derivative=deriv is not None,
+                error_head=head,
                 out=buffers,
             )
         curves *= self.value_scale_
         curves += self.value_mean_
         if deriv is not None:
             deriv *= self.value_scale_ / self.time_scale_
+        if std:
+            sd *= self.value_scale_
+            return curves, deriv, sd
         return curves, deriv
 
     def _evaluate(self, curves, deriv, times, counts):
@@ -378,19 +422,18 @@ class _NeuralImputer(BaseImputer):
         return grid.shape == mg.shape and np.allclose(grid, mg, rtol=0, atol=1e-12)
 
     def _transform_grid(self, data, grid, return_std=False):
-        if return_std:
-            raise NotImplementedError(
-                f"{type(self).__name__} does not estimate pointwise uncertainty "
-                "(return_std=True); use PACEImputer for conditional variances"
-            )
         on_grid = self._on_model_grid(grid)
-        curves, deriv = self._model_curves(data, derivative=not on_grid)
+        res = self._model_curves(data, derivative=not on_grid, std=return_std)
+        curves, deriv = res[:2]
         if on_grid:
-            return curves
+            return (curves, res[2]) if return_std else curves
         n = len(data)
-        flat = np.tile(grid, n)
-        out = self._evaluate(curves, deriv, flat, np.full(n, grid.size))
-        return out.reshape(n, grid.size)
+        flat, counts = np.tile(grid, n), np.full(n, grid.size)
+        out = self._evaluate(curves, deriv, flat, counts).reshape(n, grid.size)
+        if not return_std:
+            return out
+        sd = interpolate_rows(res[2], self.model_grid_, flat, counts)
+        return out, sd.reshape(n, grid.size)
 
     def _predict_ragged(self, data, times, offsets):
         curves, deriv = self._model_curves(data)
@@ -414,29 +457,40 @@ class _NeuralImputer(BaseImputer):
         state = self.__dict__.copy()
         module = state.pop("module_", None)
         if module is not None:
-            state[_TORCH_STATE] = {
-                k: v.detach().cpu().clone() for k, v in module.state_dict().items()
-            }
+            state[_TORCH_STATE] = _cpu_weights(module)
+        head = state.pop("error_head_", None)
+        if head is not None:
+            state[_HEAD_STATE] = (head.n_features, head.width, _cpu_weights(head))
         state.pop("device_", None)
         return state
 
     def __setstate__(self, state):
         weights = state.pop(_TORCH_STATE, None)
+        head = state.pop(_HEAD_STATE, None)
         self.__dict__.update(state)
-        if weights is not None:
-            try:
-                device = _resolve_device(self.device)
-            except ValueError:
-                warnings.warn(
-                    f"device {self.device!r} is not available here; using the CPU",
-                    UserWarning,
-                    stacklevel=2,
-                )
-                device = _resolve_device("cpu")
-            module = self._build_module(self.module_config_)
-            module.load_state_dict(weights)
-            self.module_ = module.to(device).eval()
-            self.device_ = device
+        if weights is None:
+            return
+        try:
+            device = _resolve_device(self.device)
+        except ValueError:
+            warnings.warn(
+                f"device {self.device!r} is not available here; using the CPU",
+                UserWarning,
+                stacklevel=2,
+            )
+            device = _resolve_device("cpu")
+        module = self._build_module(self.module_config_)
+        module.load_state_dict(weights)
+        self.module_ = module.to(device).eval()
+        self.device_ = device
+        self.error_head_ = None
+        if head is not None:
+            from fdaimpute.nn.uncertainty import ErrorVarianceHead
+
+            n_features, width, head_weights = head
+            error_head = ErrorVarianceHead(n_features, width)
+            error_head.load_state_dict(head_weights)
+            self.error_head_ = error_head.to(device).eval()
 
     def save(self, path):
         """Write the estimator (parameters, weights, scaler, grid) to ``path``.
@@ -572,6 +626,13 @@ _COMMON_ATTRS_DOC = """
         Training time range, mapped to [0, 1] inside the network.
     value_mean_, value_scale_ : float
         Standardisation of the values.
+    noise_variance_ : float
+        Estimated variance of the measurement noise (data units; see
+        :func:`fdaimpute.noise.noise_variance`).
+    error_head_ : ErrorVarianceHead or None
+        The error model behind ``transform(X, return_std=True)``, fitted on
+        the validation subjects (None without them); see
+        :mod:`fdaimpute.nn.uncertainty`.
     device_ : torch.device
         Where the network lives.
     n_parameters_ : int
@@ -606,7 +667,13 @@ class VTImputer(_NeuralImputer):
     re-run at new queries, since its queries attend to each other).
     ``derivative`` is by finite differences of that curve
     (:func:`numpy.gradient`: second-order central inside, one-sided at the
-    ends). ``transform(X, return_std=True)`` is not supported.
+    ends).
+
+    ``transform(X, return_std=True)`` gives the pointwise SD of the
+    imputation error from an error model fitted on the validation subjects
+    after training (:mod:`fdaimpute.nn.uncertainty`; needs
+    ``validation_fraction > 0``); off the network's grid it is interpolated
+    linearly.
 
     References
     ----------
@@ -739,8 +806,13 @@ class SANDImputer(_NeuralImputer):
     grid points; the same rule gives the loss at off-grid observation times
     during training. With ``anchors="two-sided"`` it is interpolated
     linearly instead. ``derivative`` returns ``D~`` (in data units,
-    interpolated linearly between grid points). ``transform(X,
-    return_std=True)`` is not supported.
+    interpolated linearly between grid points).
+
+    ``transform(X, return_std=True)`` gives the pointwise SD of the
+    imputation error from an error model fitted on the validation subjects
+    after training (:mod:`fdaimpute.nn.uncertainty`; needs
+    ``validation_fraction > 0``); off the network's grid it is interpolated
+    linearly.
 
     References
     ----------

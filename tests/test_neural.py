@@ -297,8 +297,6 @@ def test_cuda_request_without_cuda_raises(sim):
 def test_unfitted_and_unsupported_calls(fitted, sim):
     with pytest.raises(NotFittedError):
         VTImputer().transform(sim.test.data)
-    with pytest.raises(NotImplementedError, match="uncertainty"):
-        fitted["SAND"].transform(sim.test.data, return_std=True)
     t, y = sim.test.data[0]
     with pytest.raises(ValueError, match="outside the training range"):
         fitted["SAND"].transform([(t + 2.0, y)])

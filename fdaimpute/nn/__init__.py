@@ -5,7 +5,9 @@
 - :mod:`~fdaimpute.nn.sand`: self-attention on derivatives and integration;
 - :mod:`~fdaimpute.nn.regularizers`: loss penalties and their interface;
 - :mod:`~fdaimpute.nn.batching`: ragged batches and self-supervised masking;
-- :mod:`~fdaimpute.nn.training`: the training loop and batched inference.
+- :mod:`~fdaimpute.nn.training`: the training loop and batched inference;
+- :mod:`~fdaimpute.nn.uncertainty`: the error-variance head behind
+  ``return_std``.
 """
 
 from fdaimpute.nn.batching import (
@@ -36,9 +38,11 @@ from fdaimpute.nn.sand import (
 )
 from fdaimpute.nn.training import Trainer, predict_curves
 from fdaimpute.nn.transformer import VTModule
+from fdaimpute.nn.uncertainty import ErrorVarianceHead, error_features, fit_error_head
 
 __all__ = [
     "Batch",
+    "ErrorVarianceHead",
     "LipReg",
     "NormStabilizer",
     "RaggedTensors",
@@ -54,6 +58,8 @@ __all__ = [
     "WeightDecay",
     "anchor_weights",
     "cumulative_integral",
+    "error_features",
+    "fit_error_head",
     "hide_observations",
     "integrate",
     "interpolate_c1",

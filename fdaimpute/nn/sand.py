@@ -437,7 +437,7 @@ class SANDModule(nn.Module):
     >>> out = model(t, torch.randn(2, 4), torch.ones(2, 4, dtype=torch.bool),
     ...             torch.linspace(0, 1, 11))
     >>> sorted(out)
-    ['curve', 'derivative', 'embedding', 'sand']
+    ['curve', 'derivative', 'embedding', 'sand', 'state']
     """
 
     def __init__(self, vt, sand, detach=True):

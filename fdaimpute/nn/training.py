@@ -463,6 +463,7 @@ def predict_curves(
     anchors=None,
     amp=False,
     derivative=True,
+    error_head=None,
     out=None,
 ):
     """Curves (and SAND derivatives) on ``grid`` for every subject of ``data``.
@@ -486,8 +487,12 @@ def predict_curves(
         Float16 autocast (CUDA only).
     derivative : bool, default=True
         Also return SAND's derivative.
-    out : tuple of two CPU tensors of shape (n, M), default=None
-        Buffers to fill (any float dtype; the second may be None), e.g.
+    error_head : ErrorVarianceHead, default=None
+        Also return the pointwise error standard deviation it predicts
+        (see :mod:`fdaimpute.nn.uncertainty`).
+    out : tuple of CPU tensors of shape (n, M), default=None
+        Buffers to fill (any float dtype): curves, derivatives and, with
+        ``error_head``, standard deviations (the last two may be None), e.g.
         views of NumPy arrays, so no full-size temporary is made.
 
     Returns
@@ -496,6 +501,9 @@ def predict_curves(
         On the CPU, float32: VT's ``T~`` or SAND's curve.
     deriv : Tensor of shape (n, M) or None
         SAND's ``D~`` (None for a VT or without ``derivative``).
+    std : Tensor of shape (n, M)
+        Only with ``error_head``: the error standard deviation
+        (standardised units).
     """
     module.eval()
     n, m = len(data), grid.shape[0]
@@ -503,8 +511,9 @@ def predict_curves(
     if out is None:
         curves = torch.empty(n, m)
         deriv = torch.empty(n, m) if is_sand and derivative else None
+        std = torch.empty(n, m) if error_head is not None else None
     else:
-        curves, deriv = out
+        curves, deriv, std = (*out, None)[:3]
         deriv = deriv if is_sand and derivative else None
     order = data.counts_cpu.argsort(stable=True)
     use_amp = bool(amp) and grid.device.type == "cuda"
@@ -515,4 +524,9 @@ def predict_curves(
         curves[index] = res["sand" if is_sand else "curve"].to("cpu", curves.dtype)
         if deriv is not None:
             deriv[index] = res["derivative"].to("cpu", deriv.dtype)
+        if error_head is not None:
+            var = error_head.on_grid(res, grid, batch.times, batch.valid)
+            std[index] = var.sqrt().to("cpu", std.dtype)
+    if error_head is not None:
+        return curves, deriv, std
     return curves, deriv

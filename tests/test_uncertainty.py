@@ -1,0 +1,157 @@
+"""Noise-variance estimation and the neural imputers' pointwise uncertainty."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+import fdaimpute as fi
+from fdaimpute.noise import noise_variance
+
+torch = pytest.importorskip("torch")
+
+from fdaimpute.neural import SANDImputer, VTImputer  # noqa: E402
+from fdaimpute.nn.uncertainty import error_features  # noqa: E402
+
+TINY = dict(
+    d_model=16,
+    n_heads=2,
+    encoder_layers=1,
+    decoder_layers=1,
+    dim_feedforward=32,
+    encoding_dim=8,
+    max_epochs=10,
+    batch_size=16,
+    random_state=0,
+)
+
+
+def _lines(n, n_obs, noise_sd, seed):
+    """Random straight lines plus noise: the semivariogram is exactly quadratic."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        t = np.sort(rng.uniform(0, 1, n_obs))
+        a, b = rng.normal(size=2)
+        out.append((t, a + b * t + noise_sd * rng.normal(size=n_obs)))
+    return out
+
+
+@pytest.mark.parametrize("noise_sd", [0.3, 1.0])
+def test_noise_variance_of_lines_plus_noise(noise_sd):
+    est = noise_variance(_lines(400, 8, noise_sd, seed=1))
+    assert est == pytest.approx(noise_sd**2, rel=0.1)
+
+
+def test_noise_variance_is_zero_without_noise_and_scales_with_data():
+    assert noise_variance(_lines(200, 8, 0.0, seed=2)) < 1e-3
+    data = _lines(200, 8, 0.5, seed=3)
+    scaled = [(t, 3.0 * y + 7.0) for t, y in data]
+    assert_allclose(noise_variance(scaled), 9.0 * noise_variance(data), rtol=1e-9)
+
+
+def test_noise_variance_on_a_smooth_process():
+    sim = fi.simulate.sand_paper(n=1000, n_obs=30, n_harmonics=5, random_state=0)
+    true = sim.process.noise_sd**2
+    assert noise_variance(sim.train.data) == pytest.approx(true, rel=0.15)
+
+
+def test_noise_variance_bad_input():
+    with pytest.raises(ValueError, match="pairs"):
+        noise_variance(_lines(5, 3, 0.1, seed=0))
+    with pytest.raises(ValueError, match="share"):
+        noise_variance(_lines(100, 5, 0.1, seed=0), share=0)
+    with pytest.raises(TypeError, match="IrregularData"):
+        noise_variance(np.ones((3, 4)))
+
+
+def test_error_features_densities_and_count():
+    d = 3
+    grid = torch.linspace(0, 1, 5)
+    out = {"state": torch.zeros(1, 5, d), "curve": torch.zeros(1, 5)}
+    times = torch.tensor([[0.25, 0.5, 0.9]])
+    visible = torch.tensor([[True, True, False]])
+    feats = error_features(out, grid, times, visible)
+    assert feats.shape == (1, 5, d + 4)
+    # at 0.25: a visible point on top, the other 0.25 away (h = 0.03, 0.15)
+    near = np.log1p(1 + np.exp(-0.5 * (0.25 / 0.03) ** 2))
+    wide = np.log1p(1 + np.exp(-0.5 * (0.25 / 0.15) ** 2))
+    assert_allclose(feats[0, 1, d : d + 2], [near, wide], rtol=1e-5)
+    assert_allclose(feats[0, :, d + 2], np.log(2.0), rtol=1e-6)
+    assert_allclose(feats[0, :, d + 3], 0.0)
+    # the hidden point at 0.9 does not count
+    far = feats[0, 4, d]
+    assert_allclose(far, np.log1p(np.exp(-0.5 * (0.5 / 0.03) ** 2)), atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return fi.simulate.sand_paper(n=300, n_obs="8-12", random_state=3)
+
+
+@pytest.fixture(scope="module")
+def fitted(sim):
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {
+            "VT": VTImputer(**TINY).fit(sim.train.data),
+            "SAND": SANDImputer(**TINY, sand_head_dim=8, sand_encoding_dim=16).fit(
+                sim.train.data
+            ),
+        }
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("name", ["VT", "SAND"])
+def test_return_std_shapes_and_agreement_with_transform(fitted, sim, name):
+    est = fitted[name]
+    curves, std = est.transform(sim.test.data, return_std=True)
+    assert std.shape == curves.shape == (len(sim.test.data), est.grid_.size)
+    assert np.isfinite(std).all() and (std > 0).all()
+    assert_allclose(curves, est.transform(sim.test.data), rtol=1e-6, atol=1e-6)
+    assert est.noise_variance_ > 0
+
+
+@pytest.mark.parametrize("name", ["VT", "SAND"])
+def test_std_grows_when_observations_are_removed(fitted, sim, name):
+    est = fitted[name]
+    _, full = est.transform(sim.test.data, return_std=True)
+    thin = [(t[::4], y[::4]) for t, y in sim.test.data]
+    _, sparse = est.transform(thin, return_std=True)
+    assert np.mean(sparse.mean(axis=1) > full.mean(axis=1)) >= 0.9
+
+
+def test_std_is_roughly_calibrated(fitted, sim):
+    # coverage of the true curve by curve +- 1.96 sd: loose bounds for a
+    # model trained for 10 epochs on 270 subjects (see bench_uncertainty)
+    curves, std = fitted["VT"].transform(sim.test.data, return_std=True)
+    covered = np.mean(np.abs(curves - sim.test.truth) <= 1.96 * std)
+    assert 0.75 <= covered <= 0.995
+
+
+def test_std_survives_pickling(fitted, sim, tmp_path):
+    est = fitted["SAND"]
+    _, std = est.transform(sim.test.data, return_std=True)
+    path = tmp_path / "sand.pkl"
+    est.save(path)
+    _, again = SANDImputer.load(path).transform(sim.test.data, return_std=True)
+    assert_allclose(again, std, rtol=1e-6)
+
+
+def test_std_on_a_grid_the_network_does_not_output(sim):
+    lo, hi = sim.train.data.time_range
+    grid = np.linspace(lo + 0.2 * (hi - lo), hi, 37)
+    est = VTImputer(**{**TINY, "max_epochs": 2, "grid": grid}).fit(sim.train.data)
+    assert est.model_grid_.size != grid.size
+    curves, std = est.transform(sim.test.data[:5], return_std=True)
+    assert curves.shape == std.shape == (5, 37)
+    assert np.isfinite(std).all() and (std > 0).all()
+
+
+def test_return_std_needs_a_validation_split(sim):
+    est = VTImputer(**{**TINY, "max_epochs": 1, "validation_fraction": 0.0})
+    est.fit(sim.train.data)
+    with pytest.raises(ValueError, match="validation_fraction"):
+        est.transform(sim.test.data, return_std=True)
+    assert np.isfinite(est.transform(sim.test.data)).all()
