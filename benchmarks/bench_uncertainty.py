@@ -143,7 +143,7 @@ def main(argv=None):
     if args.write:
         body = (
             f"SAND paper's process, n = {args.n:,} (80/10/10 split: the imputers fit "
-            "on the first 90%, the neural ones holding out a ninth of that to "
+            "on the first 90%, the neural ones holding out a tenth of that to "
             f"calibrate their SDs), neural imputers with the CPU preset and "
             f"{args.epochs} epochs, seed {args.seed}. Scored on the test subjects "
             "against the noise-free curves on the 101-point grid: `coverage` of "
