@@ -64,23 +64,34 @@ def test_noise_variance_bad_input():
         noise_variance(np.ones((3, 4)))
 
 
-def test_error_features_densities_and_count():
-    d = 3
+def test_error_features_densities_count_and_gap():
     grid = torch.linspace(0, 1, 5)
-    out = {"state": torch.zeros(1, 5, d), "curve": torch.zeros(1, 5)}
+    out = {"curve": torch.zeros(1, 5)}
     times = torch.tensor([[0.25, 0.5, 0.9]])
     visible = torch.tensor([[True, True, False]])
     feats = error_features(out, grid, times, visible)
-    assert feats.shape == (1, 5, d + 4)
+    assert feats.shape == (1, 5, 5)
+    assert_allclose(feats[0, :, 0], 0.0)  # no SAND: no disagreement
     # at 0.25: a visible point on top, the other 0.25 away (h = 0.03, 0.15)
     near = np.log1p(1 + np.exp(-0.5 * (0.25 / 0.03) ** 2))
     wide = np.log1p(1 + np.exp(-0.5 * (0.25 / 0.15) ** 2))
-    assert_allclose(feats[0, 1, d : d + 2], [near, wide], rtol=1e-5)
-    assert_allclose(feats[0, :, d + 2], np.log(2.0), rtol=1e-6)
-    assert_allclose(feats[0, :, d + 3], 0.0)
-    # the hidden point at 0.9 does not count
-    far = feats[0, 4, d]
-    assert_allclose(far, np.log1p(np.exp(-0.5 * (0.5 / 0.03) ** 2)), atol=1e-6)
+    assert_allclose(feats[0, 1, 1:3], [near, wide], rtol=1e-5)
+    assert_allclose(feats[0, :, 3], np.log(2.0), rtol=1e-6)
+    # distance to the nearest visible point, in grid steps: 0 on top of one
+    assert_allclose(feats[0, 1, 4], 0.0, atol=1e-6)
+    # the hidden point at 0.9 does not count: at 1.0 the nearest is 0.5 away
+    assert_allclose(
+        feats[0, 4, 1], np.log1p(np.exp(-0.5 * (0.5 / 0.03) ** 2)), atol=1e-6
+    )
+    assert_allclose(feats[0, 4, 4], np.log1p(0.5 * 4), rtol=1e-6)
+
+
+def test_error_features_sand_disagreement_interpolates():
+    grid = torch.linspace(0, 1, 3)
+    out = {"curve": torch.zeros(1, 3), "sand": torch.tensor([[0.0, 1.0, 3.0]])}
+    times, visible = torch.tensor([[0.5]]), torch.tensor([[True]])
+    feats = error_features(out, grid, times, visible, query=torch.tensor([[0.75]]))
+    assert_allclose(feats[0, 0, 0], 2.0, rtol=1e-6)
 
 
 @pytest.fixture(scope="module")

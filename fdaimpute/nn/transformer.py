@@ -236,10 +236,8 @@ class VTModule(nn.Module):
         Returns
         -------
         dict
-            ``curve`` (B, M): the imputation T~ on the grid; ``state``
-            (B, M, d): the decoder's normalised output at each
-            grid point (the head's input); ``embedding`` (B, L, d): the
-            encoder's input tokens; ``hidden``: a dict of
+            ``curve`` (B, M): the imputation T~ on the grid; ``embedding``
+            (B, L, d): the encoder's input tokens; ``hidden``: a dict of
             layer outputs named ``encoder.<i>`` (B, L, d) and ``decoder.<i>``
             (B, M, d) (only with ``return_hidden``).
         """
@@ -264,8 +262,8 @@ class VTModule(nn.Module):
             q = layer(q, memory, mask)
             if return_hidden:
                 hidden[f"decoder.{i}"] = q
-        state = self.decoder_norm(q)
-        out = {"curve": self.head(state).squeeze(-1), "embedding": emb, "state": state}
+        curve = self.head(self.decoder_norm(q)).squeeze(-1)
+        out = {"curve": curve, "embedding": emb}
         if return_hidden:
             out["hidden"] = hidden
         return out

@@ -1,14 +1,17 @@
 """Pointwise uncertainty of a trained VT or SAND module.
 
-A small network, the *error-variance head*, maps what the trained module
-knows at a time ``t`` (its decoder state there, how many observations lie
-near ``t``, how many the subject has and, for SAND, how far SAND's curve is
-from VT's) to the variance of the imputation error ``X(t) - f(t)``. It is
-fitted after the imputer, on held-out subjects: some of their observations
-are hidden from the frozen module (one per subject, or as in training), and
-the head maximises the Gaussian likelihood of the residuals at the hidden
-points, whose variance is the error variance plus the noise variance
-``sigma^2`` (given, e.g. from :func:`fdaimpute.noise.noise_variance`).
+A small network, the *error-variance head*, maps what is known at a time
+``t`` (how many observations lie near ``t`` and how far the nearest is, how
+many the subject has and, for SAND, how far SAND's curve is from VT's) to
+the variance of the imputation error ``X(t) - f(t)``. It is fitted after the
+imputer, on held-out subjects, by Gaussian likelihood with the noise
+variance ``sigma^2`` given (e.g. from :func:`fdaimpute.noise.noise_variance`):
+
+- at observations hidden from the frozen module (one per subject, or as in
+  training) the residual's variance is ``v(t) + sigma^2``;
+- at a visible observation, whose own noise the curve partly follows, it is
+  ``v(t) + sigma^2 (1 - 2 L)``, with the leverage ``L`` (the curve's change
+  per unit change of that value) measured by perturbing it.
 """
 
 from __future__ import annotations
@@ -20,47 +23,59 @@ import torch.nn.functional as F
 from torch import nn
 
 from fdaimpute.nn.batching import hide_observations
-from fdaimpute.nn.sand import _locate
+from fdaimpute.nn.sand import interpolate_linear
 from fdaimpute.nn.training import _forward, read_at
 
 __all__ = ["ErrorVarianceHead", "error_features", "fit_error_head"]
+
+# perturbation of a standardised value that measures the curve's sensitivity
+_DELTA = 0.05
 
 
 class ErrorVarianceHead(nn.Module):
     """Positive error variance from the features of :func:`error_features`.
 
-    ``log v = g(state, disagreement) - a * near - b * wide - c * log(count)
-    + bias`` with ``a, b, c >= 0``: the variance falls with the density of
-    observations around ``t`` (at two bandwidths) and with their number
-    whatever ``g`` (a two-layer network) learns, which keeps the head sane
-    when it is fitted on few subjects.
+    ``log v = g(disagreement) - a * near - b * wide - c * log(count)
+    + e * gap + bias`` with ``a, b, c, e >= 0`` and ``g`` a small two-layer
+    network: the variance falls with the density of observations around
+    ``t`` (at two bandwidths) and with their number, and grows with the
+    distance to the nearest one.
 
     Parameters
     ----------
-    n_features : int
-        Length of a feature vector (the decoder state's width + 4).
+    n_features : int, default=5
+        Length of a feature vector.
     width : int, default=32
         Hidden units of ``g``.
+
+    Notes
+    -----
+    The network's internal state is deliberately not an input. The head is
+    fitted with some observations hidden and used with all of them visible;
+    a head reading the state learned how the state looks in the first
+    setting and underestimated the error in the second (measured in
+    ``docs/neural.md``).
     """
 
-    def __init__(self, n_features, width=32):
+    def __init__(self, n_features=5, width=32):
         super().__init__()
         self.n_features = int(n_features)
         self.width = int(width)
-        n_free = self.n_features - 3
         self.net = nn.Sequential(
-            nn.Linear(n_free, self.width), nn.GELU(), nn.Linear(self.width, 1)
+            nn.Linear(self.n_features - _N_STRUCTURED, self.width),
+            nn.GELU(),
+            nn.Linear(self.width, 1),
         )
-        # raw (pre-softplus) slopes of the two densities and of log(count)
-        self.slopes = nn.Parameter(torch.zeros(3))
+        # raw (pre-softplus) slopes of near, wide, log(count) and gap
+        self.slopes = nn.Parameter(torch.zeros(_N_STRUCTURED))
         self.bias = nn.Parameter(torch.zeros(()))
 
     def log_variance(self, features):
         """``log v``, shape ``features.shape[:-1]``."""
-        free = torch.cat([features[..., :-4], features[..., -1:]], dim=-1)
-        a, b, c = F.softplus(self.slopes)
-        near, wide, count = features[..., -4:-1].unbind(-1)
-        structured = -(a * near + b * wide + c * count)
+        free = features[..., :-_N_STRUCTURED]
+        a, b, c, e = F.softplus(self.slopes)
+        near, wide, count, gap = features[..., -_N_STRUCTURED:].unbind(-1)
+        structured = e * gap - (a * near + b * wide + c * count)
         return self.net(free).squeeze(-1) + structured + self.bias
 
     def forward(self, features):
@@ -74,23 +89,25 @@ class ErrorVarianceHead(nn.Module):
 
 # bandwidths (on the [0, 1] time scale) of the two local densities
 _DENSITY_BANDWIDTHS = (0.03, 0.15)
+# features entering the head's log-variance linearly (near, wide, count, gap)
+_N_STRUCTURED = 4
 
 
-def _densities(times, visible, query):
-    """``log(1 + sum_j exp(-((t - t_j) / h)^2 / 2))`` over visible ``t_j``.
+def _neighbourhood(times, visible, query, m):
+    """Local densities of the visible observations, and the nearest one's distance.
 
-    One feature per bandwidth of ``_DENSITY_BANDWIDTHS``: how many
-    observations lie near ``t``. Unlike the distance to the nearest one, this
-    hardly differs between a grid point next to an observation and a point
-    hidden between two, so the head carries over from the hidden points it
-    is fitted on to the grid it is used on.
+    Returns ``log(1 + sum_j exp(-((t - t_j) / h)^2 / 2))`` over visible
+    ``t_j`` for each bandwidth ``h`` of ``_DENSITY_BANDWIDTHS``, then
+    ``log(1 + (M - 1) min_j |t - t_j|)`` (the distance in grid steps).
     """
-    diff = query.unsqueeze(-1) - times.unsqueeze(1)
+    diff = (query.unsqueeze(-1) - times.unsqueeze(1)).abs()
     seen = visible.unsqueeze(1)
     out = []
     for h in _DENSITY_BANDWIDTHS:
         weight = torch.where(seen, torch.exp(-0.5 * (diff / h) ** 2), 0.0)
         out.append(torch.log1p(weight.sum(dim=-1)))
+    nearest = torch.where(seen, diff, math.inf).amin(dim=-1).clamp(max=1.0)
+    out.append(torch.log1p(nearest * (m - 1)))
     return out
 
 
@@ -100,7 +117,7 @@ def error_features(out, grid, times, visible, query=None):
     Parameters
     ----------
     out : dict
-        A VT or SAND module's output (needs ``state`` and ``curve``).
+        A VT or SAND module's output (``curve``, and ``sand`` for SAND).
     grid : Tensor of shape (M,)
         The grid of ``out``.
     times : Tensor of shape (B, L)
@@ -108,53 +125,50 @@ def error_features(out, grid, times, visible, query=None):
     visible : bool Tensor of shape (B, L)
         The observations the module saw.
     query : Tensor of shape (B, Q), default=None
-        Where to compute the features (default: the grid points); the
-        decoder state is interpolated linearly between grid points.
+        Where to compute the features (default: the grid points).
 
     Returns
     -------
-    Tensor of shape (B, Q, d + 4)
-        Float32 features: the decoder state (d), the two local densities
-        of visible observations, the log of their number, and SAND's curve
-        minus VT's (0 for a VT).
+    Tensor of shape (B, Q, 5)
+        Float32 features: SAND's curve minus VT's (0 for a VT), the two
+        local densities of visible observations, the log of their number
+        and the distance to the nearest one (see
+        :func:`_neighbourhood`).
     """
-    state = out["state"].float()
-    b, m, d = state.shape
+    curve = out["curve"].float()
+    b, m = curve.shape
     if "sand" in out:
-        disagree = out["sand"].float() - out["curve"].float()
+        disagree = out["sand"].float() - curve
     else:
-        disagree = torch.zeros(b, m, device=state.device)
+        disagree = torch.zeros_like(curve)
     if query is None:
         query = grid.expand(b, m)
     else:
-        pos, step, dt = _locate(grid, query)
-        frac = (dt / step).clamp(0.0, 1.0)
-        index = pos.unsqueeze(-1).expand(-1, -1, d)
-        left, right = state.gather(1, index), state.gather(1, index + 1)
-        state = left + frac.unsqueeze(-1) * (right - left)
-        disagree = disagree.gather(1, pos) + frac * (
-            disagree.gather(1, pos + 1) - disagree.gather(1, pos)
-        )
-    near, wide = _densities(times, visible, query)
+        disagree = interpolate_linear(disagree, grid, query)
+    near, wide, gap = _neighbourhood(times, visible, query, m)
     count = torch.log(visible.sum(dim=1).clamp(min=1).float())
-    extra = torch.stack(
-        [near, wide, count.unsqueeze(1).expand_as(near), disagree], dim=-1
-    )
-    return torch.cat([state, extra], dim=-1)
+    return torch.stack(
+        [disagree, near, wide, count.unsqueeze(1).expand_as(near), gap], dim=-1
+    ).float()
 
 
-def _hide_one(valid, generator):
-    """Hide one random observation of each subject with two or more."""
-    counts = valid.sum(dim=1)
-    u = torch.rand(valid.shape[0], generator=generator, device=valid.device)
-    pick = (u * counts).long()
-    cols = torch.arange(valid.shape[1], device=valid.device)
-    return (cols == pick.unsqueeze(1)) & valid & (counts >= 2).unsqueeze(1)
+def _pick_one(mask, generator, min_count=1):
+    """One random True of each row of ``mask`` with ``min_count`` or more."""
+    keys = torch.rand(mask.shape, generator=generator, device=mask.device)
+    pick = torch.where(mask, keys, -1.0).argmax(dim=1, keepdim=True)
+    one = torch.zeros_like(mask).scatter_(1, pick, True)
+    return one & mask & (mask.sum(dim=1, keepdim=True) >= min_count)
 
 
-def _nll(variance, noise, resid2):
-    total = variance + noise
+def _nll(variance, noise, resid2, floor):
+    total = (variance + noise).clamp(min=floor)
     return 0.5 * (torch.log(total) + resid2 / total).mean()
+
+
+def _read(module, batch, grid, anchors):
+    out = _forward(module, batch, grid, anchors)
+    vt, sand = read_at(out, grid, batch.times, anchors)
+    return out, vt if sand is None else sand
 
 
 def fit_error_head(
@@ -176,10 +190,12 @@ def fit_error_head(
 
     Each draw hides observations of every subject (one each in even draws,
     as in training in odd ones), runs the frozen module on the rest and
-    records the features and squared residuals at the hidden points; draws
-    repeat until ``min_residuals`` residuals (or ``max_draws`` draws). The
-    head is fitted by Adam on 80% of the residuals (grouped by subject) and
-    the state with the best Gaussian likelihood on the other 20% is kept.
+    records the features and squared residuals at the hidden points and at
+    one visible point per subject (with its leverage, see the module
+    docstring); draws repeat until ``min_residuals`` residuals (or
+    ``max_draws`` draws). The head is fitted by Adam on the residuals of 80%
+    of the subjects, first its monotone part alone, then whole, and the
+    state with the best Gaussian likelihood on the other 20% is kept.
 
     Parameters
     ----------
@@ -213,8 +229,7 @@ def fit_error_head(
     """
     device = grid.device
     gen = torch.Generator(device=device).manual_seed(seed)
-    feats, resid2, groups = [], [], []
-    n_resid = 0
+    feats, resid2, noise_share, groups = [], [], [], []
     module.eval()
     with torch.no_grad():
         for draw in range(max_draws):
@@ -223,51 +238,72 @@ def fit_error_head(
                 if draw % 2:
                     hidden = hide_observations(batch.valid, gen)
                 else:
-                    hidden = _hide_one(batch.valid, gen)
+                    hidden = _pick_one(batch.valid, gen, min_count=2)
                 if not bool(hidden.any()):
                     continue
                 batch.visible = batch.valid & ~hidden
-                out = _forward(module, batch, grid, anchors)
-                vt, sand = read_at(out, grid, batch.times, anchors)
-                resid = batch.values - (vt if sand is None else sand)
+                out, pred = _read(module, batch, grid, anchors)
                 f = error_features(out, grid, batch.times, batch.visible, batch.times)
-                feats.append(f[hidden])
-                resid2.append(resid[hidden].float().pow(2))
-                groups.append(batch.index.unsqueeze(1).expand_as(hidden)[hidden])
-            n_resid = sum(r.numel() for r in resid2)
-            if not resid2 or n_resid >= min_residuals:
+                # the sensitivity of the curve to one visible value: near an
+                # observation, the curve's error includes a share of its noise
+                probe = _pick_one(batch.visible, gen)
+                values = batch.values
+                batch.values = values + _DELTA * probe
+                leverage = (_read(module, batch, grid, anchors)[1] - pred) / _DELTA
+                batch.values = values
+                owner = batch.index.unsqueeze(1).expand_as(hidden)
+                shares = (torch.ones_like(pred), 1.0 - 2.0 * leverage)
+                for where, share in zip((hidden, probe), shares):
+                    feats.append(f[where])
+                    resid2.append((values - pred)[where].float().pow(2))
+                    noise_share.append(share[where].float())
+                    groups.append(owner[where])
+            if not resid2 or sum(r.numel() for r in resid2) >= min_residuals:
                 break
     if not resid2:
         return None
     x, r2, g = torch.cat(feats), torch.cat(resid2), torch.cat(groups)
+    noise = float(noise_variance) * torch.cat(noise_share).float()
+    floor = 1e-3 * float(r2.mean())
     cpu_gen = torch.Generator().manual_seed(seed)
     held = (torch.rand(len(data), generator=cpu_gen) < 0.2).to(device)[g]
     if bool(held.all()) or not bool(held.any()):
         held = torch.arange(r2.numel(), device=device) % 5 == 0
-    noise = torch.tensor(float(noise_variance), device=device)
 
     devices = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         head = ErrorVarianceHead(x.shape[1], width).to(device)
-    start = (r2[~held].mean() - noise).clamp(min=0.1 * float(r2.mean()))
+    start = (r2[~held].mean() - noise[~held].mean()).clamp(min=floor)
     with torch.no_grad():
-        head.net[-1].weight.mul_(0.1)
+        head.net[-1].weight.zero_()
         head.net[-1].bias.zero_()
         head.bias.fill_(float(torch.log(start)))
+    fit = ~held
+
+    def loss_on(rows):
+        return _nll(head(x[rows]), noise[rows], r2[rows], floor)
+
+    # first the structured part alone (g = 0), then everything, keeping the
+    # state with the best likelihood on the held-out subjects
+    structured = torch.optim.Adam([head.slopes, head.bias], lr=5 * lr)
+    for _ in range(steps // 2):
+        structured.zero_grad(set_to_none=True)
+        loss_on(fit).backward()
+        structured.step()
     opt = torch.optim.Adam(head.parameters(), lr=lr, weight_decay=1e-4)
-    best, best_state = math.inf, None
+    with torch.no_grad():
+        best = float(loss_on(held))
+    best_state = {k: v.clone() for k, v in head.state_dict().items()}
     for step in range(steps):
-        loss = _nll(head(x[~held]), noise, r2[~held])
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss_on(fit).backward()
         opt.step()
-        if step % 10 == 9 or step == steps - 1:
+        if step % 10 == 9:
             with torch.no_grad():
-                score = float(_nll(head(x[held]), noise, r2[held]))
+                score = float(loss_on(held))
             if score < best:
                 best = score
                 best_state = {k: v.clone() for k, v in head.state_dict().items()}
-    if best_state is not None:
-        head.load_state_dict(best_state)
+    head.load_state_dict(best_state)
     return head.eval()
