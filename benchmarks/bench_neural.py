@@ -81,6 +81,8 @@ def neural(kind, args, n_fit):
             params[name] = value
     if kind == "sand" and args.anchors is not None:
         params["anchors"] = args.anchors
+    if kind == "sand":
+        params["sand_init"] = args.sand_init
     return cls(**params)
 
 
@@ -97,6 +99,8 @@ def _label(method, args):
     ]
     if method == "sand" and args.anchors:
         changed.append(f"anchors={args.anchors}")
+    if method == "sand" and args.sand_init != "identity":
+        changed.append(f"sand_init={args.sand_init}")
     if args.preset != "cpu":
         changed.insert(0, f"preset={args.preset}")
     return f"{name} ({', '.join(changed)})" if changed else name
@@ -256,6 +260,12 @@ def main(argv=None):
     parser.add_argument("--lr", type=float)
     parser.add_argument("--patience", type=int)
     parser.add_argument("--anchors", choices=["mean", "two-sided"])
+    parser.add_argument(
+        "--sand-init",
+        dest="sand_init",
+        default="identity",
+        choices=["identity", "random"],
+    )
     parser.add_argument(
         "--val-share",
         type=float,

@@ -14,8 +14,10 @@ Variants, each adding one change to the paper's literal layer:
   curve in queries, keys and values.
 - ``+ wide encoding``: ``scale = pi (M - 1) / 2``, ``base = 100``.
 - ``+ whitening``: features replaced by an orthonormal basis of their span.
-- ``+ positional scores``: queries and keys from the features only (the
-  estimators' layer).
+- ``+ positional scores``: queries and keys from the features only.
+- ``+ identity start``: weights solved in closed form so that the layer
+  starts by passing its input through its smooth span
+  (:meth:`~fdaimpute.nn.SANDLayer.init_identity`; the estimators' layer).
 
 The span columns show, for each encoding, its effective number of
 directions on the grid and the share of the simulated curves' energy outside
@@ -49,17 +51,22 @@ VARIANTS = {
     "+ wide encoding": dict(wide=True, whiten=False, curve_in_scores=True),
     "+ whitening": dict(wide=True, whiten=True, curve_in_scores=True),
     "+ positional scores": dict(wide=True, whiten=True, curve_in_scores=False),
+    "+ identity start": dict(
+        wide=True, whiten=True, curve_in_scores=False, identity_start=True
+    ),
 }
 
 
-def make_layer(m, wide, whiten, curve_in_scores):
+def make_layer(grid, wide, whiten, curve_in_scores, identity_start=False):
+    m = grid.shape[0]
     scale, base = (math.pi * (m - 1) / 2, 100.0) if wide else (float(m - 1), 1e4)
-    return SANDLayer(
+    layer = SANDLayer(
         encoding_scale=scale,
         encoding_base=base,
         whiten=whiten,
         curve_in_scores=curve_in_scores,
     )
+    return layer.init_identity(grid) if identity_start else layer
 
 
 def span_report(layer, grid, curves):
@@ -77,13 +84,19 @@ def span_report(layer, grid, curves):
 
 def run(variant, args, truth, grid):
     torch.manual_seed(args.seed)
-    layer = make_layer(grid.shape[0], **VARIANTS[variant])
+    layer = make_layer(grid, **VARIANTS[variant])
     opt = torch.optim.Adam(layer.parameters(), lr=args.lr)
     gen = torch.Generator().manual_seed(args.seed)
     train, test = truth[: -args.n_test], truth[-args.n_test :]
     test_in = test + args.input_noise * torch.randn(test.shape, generator=gen)
     anchors = torch.ones_like(test)
-    scores, start = {}, time.perf_counter()
+
+    def score():
+        with torch.no_grad():
+            out, _ = layer(test_in, grid, anchors=anchors, anchor_mode="mean")
+        return float((out - test).pow(2).mean())
+
+    scores, start = {0: score()}, time.perf_counter()
     for step in range(1, max(args.steps) + 1):
         idx = torch.randint(0, train.shape[0], (args.batch_size,), generator=gen)
         x = train[idx]
@@ -97,9 +110,7 @@ def run(variant, args, truth, grid):
         torch.nn.utils.clip_grad_norm_(layer.parameters(), 1.0)
         opt.step()
         if step in args.steps:
-            with torch.no_grad():
-                out, _ = layer(test_in, grid, anchors=anchors, anchor_mode="mean")
-            scores[step] = float((out - test).pow(2).mean())
+            scores[step] = score()
     seconds = time.perf_counter() - start
     return layer, scores, seconds, float((test_in - test).pow(2).mean())
 
@@ -135,8 +146,9 @@ def main(argv=None):
             "energy outside span": f"{100 * outside:.2f}%",
             "input MSE": f"{input_mse:.4f}",
         }
-        for step, score in scores.items():
-            row[f"MSE after {step} steps"] = f"{score:.4f}"
+        for step, value in scores.items():
+            label = f"MSE after {step} steps" if step else "MSE at start"
+            row[label] = f"{value:.4f}"
         row["seconds"] = f"{seconds:.1f}"
         rows.append(row)
         print(row, flush=True)

@@ -152,6 +152,10 @@ class _NeuralImputer(BaseImputer):
                 )
             if self.sand_lr is not None:
                 check_positive_number(self.sand_lr, "sand_lr")
+            if self.sand_init not in ("identity", "random"):
+                raise ValueError(
+                    f"sand_init must be 'identity' or 'random', got {self.sand_init!r}"
+                )
         if cfg["d_model"] % cfg["n_heads"]:
             raise ValueError(
                 f"d_model ({cfg['d_model']}) must be divisible by n_heads "
@@ -285,6 +289,8 @@ class _NeuralImputer(BaseImputer):
             else:
                 self.module_config_ = self._module_config(cfg, self.model_grid_.size)
                 module = self._build_module(self.module_config_).to(device)
+                if getattr(self, "sand_init", "random") == "identity":
+                    module.sand.init_identity(grid)
             train_t = self._tensors(train, device)
             valid_t = valid_hidden = None
             if n_val:
@@ -781,6 +787,12 @@ class SANDImputer(_NeuralImputer):
     sand_lr : float, default=None
         Peak learning rate of the SAND layer's parameters (default:
         ``lr``); the transformer keeps ``lr``.
+    sand_init : {{"identity", "random"}}, default="identity"
+        SAND's starting weights. ``"identity"``: solved in closed form so
+        that SAND starts by passing ``T~`` through its smooth span (see
+        :meth:`~fdaimpute.nn.SANDLayer.init_identity`) and training only
+        has to learn the correction; ``"random"``: PyTorch's default
+        initialisation (the paper's).
 
     Attributes
     ----------{_COMMON_ATTRS_DOC}
@@ -848,6 +860,7 @@ class SANDImputer(_NeuralImputer):
         sand_encoding_dim=None,
         anchors=None,
         sand_lr=None,
+        sand_init="identity",
         max_epochs=None,
         batch_size=None,
         lr=None,
@@ -878,6 +891,7 @@ class SANDImputer(_NeuralImputer):
         self.sand_encoding_dim = sand_encoding_dim
         self.anchors = anchors
         self.sand_lr = sand_lr
+        self.sand_init = sand_init
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr

@@ -269,6 +269,7 @@ def test_presets_and_explicit_overrides():
         ({"device": "tpu9"}, ValueError, "device"),
         ({"anchors": "left"}, ValueError, "anchors"),
         ({"sand_lr": 0.0}, ValueError, "sand_lr"),
+        ({"sand_init": "zeros"}, ValueError, "sand_init"),
         ({"regularizers": ["roughness"]}, TypeError, "penalty"),
         ({"batch_size": 2.5}, TypeError, "batch_size"),
     ],
@@ -285,6 +286,24 @@ def test_sand_lr_trains_the_sand_layer_at_its_own_rate(sim):
     fast = SANDImputer(**SAND_TINY, sand_lr=1e-2).fit(sim.train.data)
     assert_allclose(same.transform(sim.test.data), base.transform(sim.test.data))
     assert not np.allclose(fast.transform(sim.test.data), base.transform(sim.test.data))
+
+
+def test_sand_init_sets_the_starting_layer(sim):
+    # with a learning rate too small to learn anything, the fitted layer is
+    # its starting point: "identity" passes a smooth curve through
+    still = dict(
+        SAND_TINY, max_epochs=1, lr=1e-12, sand_head_dim=64, sand_encoding_dim=120
+    )
+    grid = torch.linspace(0, 1, 101)
+    curve = torch.sin(2 * np.pi * 3 * grid).unsqueeze(0)
+    error = {}
+    for init in ("identity", "random"):
+        est = SANDImputer(**still, sand_init=init).fit(sim.train.data)
+        with torch.no_grad():
+            out, _ = est.module_.sand(curve, grid)
+        error[init] = float((out - curve).abs().max())
+    assert error["identity"] < 0.02
+    assert error["random"] > 0.5
 
 
 def test_cuda_request_without_cuda_raises(sim):

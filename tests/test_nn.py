@@ -213,6 +213,46 @@ def test_sand_whitened_features_are_orthonormal_directions_of_the_encoding():
     assert layer.grid_features(grid) is layer.grid_features(grid)  # cached
 
 
+@pytest.mark.parametrize("curve_in_scores", [False, True])
+def test_sand_identity_start_passes_smooth_curves_and_damps_noise(curve_in_scores):
+    torch.manual_seed(0)
+    m = 101
+    grid = torch.linspace(0, 1, m)
+    layer = SANDLayer(
+        encoding_scale=math.pi * (m - 1) / 2,
+        encoding_base=100.0,
+        curve_in_scores=curve_in_scores,
+    )
+    s = grid.unsqueeze(0)
+    freq = torch.arange(1, 11, dtype=torch.float32).unsqueeze(1)
+    smooth = torch.sin(2 * math.pi * freq * s) + torch.cos(2 * math.pi * freq * s) / 2
+    noise = 0.3 * torch.randn(200, m)
+    noise[:, 0] = 0.0  # SAND keeps the first value: score the rest
+    before, _ = layer(smooth, grid)
+    assert (before - smooth).pow(2).sum() > smooth.pow(2).sum()  # random start
+    layer.init_identity(grid)
+    with torch.no_grad():
+        out, deriv = layer(smooth, grid)
+        noisy_out, _ = layer(noise, grid)
+    assert (out - smooth).pow(2).sum() < 1e-3 * smooth.pow(2).sum()
+    # the derivative it computes is the curve's: d/ds sin(2 pi f s) etc.
+    slope = (
+        2
+        * math.pi
+        * freq
+        * (torch.cos(2 * math.pi * freq * s) - torch.sin(2 * math.pi * freq * s) / 2)
+    )
+    inner = slice(5, m - 5)
+    err = (deriv - slope)[:, inner].pow(2).sum()
+    assert err < 1e-2 * slope[:, inner].pow(2).sum()
+    assert noisy_out.pow(2).mean() < 0.6 * noise.pow(2).mean()
+    # still trainable: every parameter gets a gradient
+    layer(smooth, grid)[0].pow(2).mean().backward()
+    assert all(
+        p.grad is not None and p.grad.abs().sum() > 0 for p in layer.parameters()
+    )
+
+
 def test_sand_features_cached_in_inference_mode_still_train():
     torch.manual_seed(0)
     layer = SANDLayer(2, 8, 16)

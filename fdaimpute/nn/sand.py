@@ -319,6 +319,81 @@ class SANDLayer(nn.Module):
             self._features = (grid, version, value)
         return self._features[2]
 
+    @torch.no_grad()
+    def init_identity(self, grid, ridge=1e-5, jitter=1e-3):
+        """Set the weights so that SAND starts as a smoother that keeps its input.
+
+        With positional queries and keys, ``D~ = kappa E G E^T c`` for the
+        centred curve ``c`` (``E`` the grid features, ``kappa`` the fixed
+        scale and ``G = sum_h alpha_h W_Q^h^T W_K^h``). ``G`` is set to the
+        ridge least-squares solution of ``Intg(kappa E G E^T c) = c`` over
+        all ``c`` with ``c_1 = 0``: SAND's curve is then ``T~`` projected on
+        the integrated features' span (smooth curves pass through,
+        grid-scale noise is damped), instead of the random curve a random
+        start gives. ``G`` is factored over the heads by its SVD; the value
+        and output weights are set so that each head passes ``c`` with
+        weight 1 and no constant term. Training starts from there.
+
+        ``G`` needs as many head dimensions (``n_heads * head_dim``) as the
+        features have effective directions (about 44 for the estimators'
+        encoding at ``M = 101``, well within the default 2 x 64); with fewer,
+        the start keeps only ``G``'s leading singular directions.
+
+        Parameters
+        ----------
+        grid : Tensor of shape (M,)
+            The grid the layer will be used on.
+        ridge : float, default=1e-5
+            Ridge of the least-squares problem, relative to its largest
+            squared singular value: larger values damp more noise and
+            reproduce less of the input.
+        jitter : float, default=1e-3
+            Scale of the random part kept in the weights that the solution
+            leaves at zero (so their gradients are not exactly zero).
+
+        Returns
+        -------
+        self
+        """
+        m = grid.shape[0]
+        n_heads, head_dim = self.n_heads, self.head_dim
+        enc = self.grid_features(grid).double().cpu()
+        g64 = grid.detach().double().cpu()
+        # column j of `integral` is the cumulative integral of the j-th unit vector
+        integral = cumulative_integral(torch.eye(m, dtype=torch.float64), g64).T
+        u_f, s_f, vt_f = torch.linalg.svd(integral @ enc, full_matrices=False)
+        u_e, s_e, vt_e = torch.linalg.svd(enc[1:], full_matrices=False)
+        target = torch.eye(m, dtype=torch.float64)[:, 1:]
+        prod = s_f[:, None] * s_e[None, :]
+        core = (u_f.T @ target @ u_e) * prod / (prod**2 + ridge * prod.max() ** 2)
+        kappa = self.gain / (math.sqrt(head_dim) * m)
+        u, s, vt = torch.linalg.svd(vt_f.T @ core @ vt_e / kappa)
+        rank = min(s.numel(), n_heads * head_dim)
+        root = s[:rank].sqrt()
+        left = torch.zeros(self.encoding.dim, n_heads * head_dim, dtype=torch.float64)
+        right = torch.zeros_like(left)
+        left[:, :rank] = u[:, :rank] * root
+        right[:, :rank] = vt[:rank].T * root
+
+        w, b = self.qkv.weight, self.qkv.bias
+        hd = n_heads * head_dim
+        w[:hd, 1:] = left.T.to(w) + jitter * torch.randn_like(w[:hd, 1:])
+        w[hd : 2 * hd, 1:] = right.T.to(w) + jitter * torch.randn_like(
+            w[hd : 2 * hd, 1:]
+        )
+        b[: 2 * hd] = 0.0
+        w[: 2 * hd, 0] = 0.0
+        # values: v_j . o_h = c_j for every head (alpha_h = 1, no constant)
+        o = self.out.weight.view(n_heads, head_dim)
+        unit = o / o.pow(2).sum(-1, keepdim=True)
+        w[2 * hd :, 0] = unit.flatten()
+        wv = w[2 * hd :, 1:].view(n_heads, head_dim, -1)
+        wv -= unit.unsqueeze(-1) * torch.einsum("hd,hdp->hp", o, wv).unsqueeze(1)
+        bv = b[2 * hd :].view(n_heads, head_dim)
+        bv -= unit * (o * bv).sum(-1, keepdim=True)
+        self.out.bias.zero_()
+        return self
+
     def _curve_weights(self):
         """Curve column of the query, key and value weights, each (H, h_d)."""
         wq, wk, wv = self.qkv.weight[:, 0].view(3, self.n_heads, self.head_dim)
@@ -350,13 +425,17 @@ class SANDLayer(nn.Module):
         o = self.out.weight.view(self.n_heads, self.head_dim)
         alpha = (wv * o).sum(-1)  # (H,)   value . o = c_j alpha + pi_j
         pi = (pv * o).sum(-1)  # (M, H)
-        c_pi = c @ pi  # (B, H)
         c_pk = (c @ pk.flatten(1)).view(b, self.n_heads, self.head_dim)
         const = torch.einsum("mh,mhd->hd", pi, pk)
-        sq = (c * c).sum(1, keepdim=True)  # (B, 1)
         # g_h = sum_j k_j (v_j . o_h), shape (B, H, h_d)
-        g = (alpha * sq + c_pi).unsqueeze(-1) * wk + alpha.unsqueeze(-1) * c_pk + const
-        deriv = c * (g * wq).sum((1, 2)).unsqueeze(1) + g.flatten(1) @ pq.flatten(1).T
+        g = alpha.unsqueeze(-1) * c_pk + const
+        if self.curve_in_scores:  # the curve's own part of the keys and queries
+            c_pi = c @ pi  # (B, H)
+            sq = (c * c).sum(1, keepdim=True)  # (B, 1)
+            g = g + (alpha * sq + c_pi).unsqueeze(-1) * wk
+        deriv = g.flatten(1) @ pq.flatten(1).T
+        if self.curve_in_scores:
+            deriv = deriv + c * (g * wq).sum((1, 2)).unsqueeze(1)
         return deriv * (self.gain / (math.sqrt(self.head_dim) * m)) + self.out.bias
 
     def derivative_explicit(self, curve, grid):
@@ -437,7 +516,7 @@ class SANDModule(nn.Module):
     >>> out = model(t, torch.randn(2, 4), torch.ones(2, 4, dtype=torch.bool),
     ...             torch.linspace(0, 1, 11))
     >>> sorted(out)
-    ['curve', 'derivative', 'embedding', 'sand', 'state']
+    ['curve', 'derivative', 'embedding', 'sand']
     """
 
     def __init__(self, vt, sand, detach=True):

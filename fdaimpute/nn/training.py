@@ -64,6 +64,19 @@ def read_at(out, grid, times, anchors=None):
     )
 
 
+def _adam(groups):
+    """Adam, fused into one kernel where this torch and device support it.
+
+    The fused step gives the same update up to rounding and is several times
+    faster than the per-parameter loop on a model of many small tensors
+    (5x on this project's CPU: about 7% of a training step).
+    """
+    try:
+        return torch.optim.Adam(groups, fused=True)
+    except (RuntimeError, TypeError):  # torch < 2.4 on CPU, or another device
+        return torch.optim.Adam(groups, foreach=True)
+
+
 def _masked_mse(pred, target, mask):
     diff = torch.where(mask, pred - target, 0.0)
     return diff.pow(2).sum() / mask.sum().clamp(min=1)
@@ -194,7 +207,7 @@ class Trainer:
             ]
         else:
             groups = [{"params": list(self.module.parameters()), "lr": self.lr}]
-        self.optimizer = torch.optim.Adam(groups)
+        self.optimizer = _adam(groups)
         steps = max(1, self.max_epochs * math.ceil(n_train / self.batch_size))
         # 2% of the steps, but at least 100 (or half of a short run): the
         # first full-size Adam steps can throw SAND's layer far off
