@@ -535,10 +535,17 @@ class SANDModule(nn.Module):
         anchor_mode="two-sided",
         return_hidden=False,
     ):
-        """Run VT, then SAND; returns VT's dict plus ``sand`` and ``derivative``."""
+        """Run VT, then SAND; returns VT's dict plus ``sand`` and ``derivative``.
+
+        SAND always runs in float32, outside any autocast region: it is cheap,
+        and its derivative operator (a sum of many terms that cancel, scaled
+        by ``gain``) and the cumulative sum lose too much in float16.
+        """
         out = self.vt(t, y, mask, grid, return_hidden=return_hidden)
         rough = out["curve"].detach() if self.detach else out["curve"]
-        out["sand"], out["derivative"] = self.sand(
-            rough.float(), grid, anchors=anchors, anchor_mode=anchor_mode
-        )
+        # (the only autocast the trainer uses is CUDA's)
+        with torch.autocast("cuda", enabled=False):
+            out["sand"], out["derivative"] = self.sand(
+                rough.float(), grid, anchors=anchors, anchor_mode=anchor_mode
+            )
         return out
