@@ -75,7 +75,7 @@ def run(label, args):
     test = sim.test
     estimators = {
         "oracle (true covariance)": ConditionalMean(sim.process),
-        "PACEImputer()": fi.PACEImputer(),
+        "PACEImputer": fi.PACEImputer(random_state=args.seed),
         "VTImputer": fi.VTImputer(max_epochs=args.epochs, random_state=args.seed),
         "SANDImputer": fi.SANDImputer(max_epochs=args.epochs, random_state=args.seed),
     }
@@ -86,7 +86,7 @@ def run(label, args):
         est.fit(fit_data)
         curves, sd = est.transform(test.data, return_std=True)
         row = {"n_i": label, "method": name, **score(curves, sd, test.truth)}
-        if name == "PACEImputer()":
+        if name == "PACEImputer":
             noise["PACE"] = est.noise_variance_
         rows.append(row)
         print(markdown_table([row], COLUMNS, _FORMATS).splitlines()[-1], flush=True)
