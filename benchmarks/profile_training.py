@@ -36,7 +36,7 @@ GROUPS = {
     "attention kernels": ("scaled_dot_product", "_flash_attention", "_efficient_att"),
     "activations": ("gelu", "relu"),
     "normalisation": ("layer_norm",),
-    "optimizer": ("Optimizer.", "_fused_adam", "adam"),
+    "optimizer": ("Optimizer.", "adam"),
 }
 
 
@@ -59,6 +59,7 @@ def main(argv=None):
     parser.add_argument("--top", type=int, default=12)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    cuda = args.device.startswith("cuda")
 
     n_obs = int(args.sparsity) if args.sparsity.isdigit() else args.sparsity
     sim = fi.simulate.sand_paper(n=args.n, n_obs=n_obs, random_state=0)
@@ -72,16 +73,15 @@ def main(argv=None):
     ).fit(sim.train.data)
     est.set_params(warm_start=True)
     activities = [ProfilerActivity.CPU]
-    if args.device.startswith("cuda"):
+    if cuda:
         activities.append(ProfilerActivity.CUDA)
     start = time.perf_counter()
     with profile(activities=activities) as prof:
         est.fit(sim.train.data)
-        if args.device.startswith("cuda"):
+        if cuda:
             torch.cuda.synchronize()
     wall = time.perf_counter() - start
 
-    cuda = args.device.startswith("cuda")
     events = [e for e in prof.key_averages() if not e.key.startswith("ProfilerStep")]
 
     def self_time(e):
@@ -90,7 +90,8 @@ def main(argv=None):
     total = sum(self_time(e) for e in events) or 1.0
     shares = {}
     for e in events:
-        shares[group_of(e.key)] = shares.get(group_of(e.key), 0.0) + self_time(e)
+        group = group_of(e.key)
+        shares[group] = shares.get(group, 0.0) + self_time(e)
     print(machine())
     print(
         f"{cls.__name__}, preset={args.preset}, n_i={args.sparsity}, "
