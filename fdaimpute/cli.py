@@ -107,7 +107,7 @@ def _demo(args):
     oracle = fi.oracle.ConditionalMean(sim.process, grid=sim.grid)
     results, curves = [], {}
     oracle_curves = oracle.transform(test)
-    ref = fi.metrics.summarize(oracle_curves, truth)
+    ref = fi.metrics.summarize(truth, oracle_curves)
     results.append(("oracle (true covariance)", ref, 0.0))
     for name in chosen:
         print(f"  fitting {name:<7} ({methods[name][0]})...", flush=True)
@@ -116,7 +116,7 @@ def _demo(args):
         est.fit(train)
         curves[name] = est.transform(test)
         elapsed = time.perf_counter() - start
-        results.append((name, fi.metrics.summarize(curves[name], truth), elapsed))
+        results.append((name, fi.metrics.summarize(truth, curves[name]), elapsed))
     print()
     print(
         f"{'method':<26}{'MSE x1000':>11}{'TV x1000':>10}{'MSE / oracle':>14}"
