@@ -84,22 +84,30 @@ def test_held_out_error_of_the_oracle_is_noise_plus_posterior_variance():
     assert err > sim.noise_sd**2
 
 
-def test_held_out_error_accepts_predict_at_returning_one_array_per_subject():
+def test_held_out_error_accepts_either_form_of_predict_at():
     sim = fi.simulate.sand_paper(n=100, n_obs="8-12", random_state=0)
     imp = fi.KernelImputer(grid=sim.grid).fit(sim.train.data)
 
+    def one_by_one(X, times):
+        # Each subject at its own times through the common-times form.
+        return [imp.predict_at(X[[i]], t)[0] for i, t in enumerate(times)]
+
     class ListPredictions:
         def predict_at(self, X, times):
-            out = imp.predict_at(X, times)
-            return list(np.split(out.values, out.offsets[1:-1]))
+            return one_by_one(X, times)
 
-    expected = held_out_error(imp, sim.test.data, random_state=3)
-    got = held_out_error(ListPredictions(), sim.test.data, random_state=3)
-    assert got == expected
+    class IrregularPredictions:
+        def predict_at(self, X, times):
+            values = one_by_one(X, times)
+            return IrregularData.from_lists(times, values, ids=X.ids)
+
     visible, hidden, rows = split_held_out(sim.test.data, random_state=3)
     times = np.split(hidden.times, hidden.offsets[1:-1])
-    by_hand = imp.predict_at(visible[rows], times).values
-    assert expected == pytest.approx(np.mean((by_hand - hidden.values) ** 2))
+    pred = np.concatenate(one_by_one(visible[rows], times))
+    by_hand = np.mean((pred - hidden.values) ** 2)
+    for est in (imp, ListPredictions(), IrregularPredictions()):
+        got = held_out_error(est, sim.test.data, random_state=3)
+        assert got == pytest.approx(by_hand, rel=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +168,17 @@ def test_curve_scorer_called_as_a_scorer_still_works_with_a_warning():
 def test_held_out_scorer_checks_fraction():
     with pytest.raises(ValueError, match="fraction"):
         fi.metrics.held_out_scorer(fraction=1.5)
+
+
+def test_scorers_survive_pickling_for_parallel_searches():
+    import pickle
+
+    sim = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
+    imp = fi.KernelImputer(grid=sim.grid).fit(sim.train.data)
+    for scorer, y in (
+        (fi.metrics.held_out_scorer(fraction=0.3, random_state=2), None),
+        (fi.metrics.curve_scorer(scale=1000), sim.test.truth),
+    ):
+        copy = pickle.loads(pickle.dumps(scorer))
+        assert repr(copy) == repr(scorer)
+        assert copy(imp, sim.test.data, y) == scorer(imp, sim.test.data, y)
