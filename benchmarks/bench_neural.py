@@ -114,7 +114,7 @@ def run_one(sparsity, args):
     test, truth = sim.test.data, sim.test.truth
     rows = []
     oracle = fi.oracle.ConditionalMean(sim.process).transform(test)
-    oracle_mse = fi.metrics.mse(oracle, truth, scale=1000)
+    oracle_mse = fi.metrics.mse(truth, oracle, scale=1000)
     for method in args.methods:
         extra = {}
         if method == "oracle":
@@ -135,7 +135,7 @@ def run_one(sparsity, args):
             start = time.perf_counter()
             pred = est.fit(fit_data).transform(test)
             seconds = time.perf_counter() - start
-        s = fi.metrics.summarize(pred, truth)
+        s = fi.metrics.summarize(truth, pred)
         row = {
             "n_i": sparsity,
             "method": _label(method, args),

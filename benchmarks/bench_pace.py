@@ -80,7 +80,7 @@ def accuracy(seed):
         )
         train, test = sim.train.data, sim.test.data
         oracle = fi.oracle.ConditionalMean(sim.process).transform(test)
-        ref = fi.metrics.summarize(oracle, sim.test.truth)
+        ref = fi.metrics.summarize(sim.test.truth, oracle)
         rows.append(
             dict(
                 n_i=label,
@@ -100,7 +100,7 @@ def accuracy(seed):
             t1 = time.perf_counter()
             curves = est.transform(test)
             t2 = time.perf_counter()
-            score = fi.metrics.summarize(curves, sim.test.truth)
+            score = fi.metrics.summarize(sim.test.truth, curves)
             rows.append(
                 dict(
                     n_i=label,
@@ -175,8 +175,8 @@ def speed_continuous(seed):
     PACEImputer(random_state=seed).fit(sim.train.data).transform(sim.test.data)
     _, traced = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    ratio = fi.metrics.mse(curves, sim.test.truth) / fi.metrics.mse(
-        oracle, sim.test.truth
+    ratio = fi.metrics.mse(sim.test.truth, curves) / fi.metrics.mse(
+        sim.test.truth, oracle
     )
     return dict(
         case="n = 100,000, n_i 3-5, continuous times",
@@ -206,14 +206,14 @@ def clustered():
                 )
                 test = sim.test.data
                 oracle = fi.oracle.ConditionalMean(sim.process).transform(test)
-                ref = fi.metrics.mse(oracle, sim.test.truth)
+                ref = fi.metrics.mse(sim.test.truth, oracle)
                 row = dict(n=n, n_i=n_obs, seed=seed, test_subjects=len(test))
                 for name, est in (
                     ("defaults", PACEImputer(random_state=0)),
                     ("fdapace", PACEImputer.fdapace()),
                 ):
                     curves = est.fit(sim.train.data).transform(test)
-                    row[f"ratio_{name}"] = fi.metrics.mse(curves, sim.test.truth) / ref
+                    row[f"ratio_{name}"] = fi.metrics.mse(sim.test.truth, curves) / ref
                 rows.append(row)
                 print(rows[-1], flush=True)
     return rows

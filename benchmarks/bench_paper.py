@@ -120,7 +120,7 @@ def run_sparsity(sparsity, args):
         ),
     }
     oracle = fi.oracle.ConditionalMean(sim.process, grid=grid)
-    reference = fi.metrics.summarize(oracle.transform(test), truth)
+    reference = fi.metrics.summarize(truth, oracle.transform(test))
     rows, fitted, curves = [], {}, {"oracle": oracle.transform(test)}
     for method in args.methods:
         start = time.perf_counter()
@@ -146,7 +146,7 @@ def run_sparsity(sparsity, args):
                 seconds = time.perf_counter() - start
             fitted[method] = est
             curves[method] = est.transform(test)
-            summary = fi.metrics.summarize(curves[method], truth)
+            summary = fi.metrics.summarize(truth, curves[method])
         paper = PAPER.get(method, {}).get(sparsity)
         rows.append(
             {

@@ -18,7 +18,7 @@ slopes = imputer.derivative(sim.test.data)
 
 oracle = fi.oracle.ConditionalMean(sim.process).transform(sim.test.data)
 for name, c in [("kernel", curves), ("oracle", oracle)]:
-    s = fi.metrics.summarize(c, sim.test.truth)
+    s = fi.metrics.summarize(sim.test.truth, c)
     print(
         f"{name:>8}: MSE x1000 = {s['mse']:.1f} ± {s['mse_se']:.1f}, TV = {s['tv']:.1f}"
     )

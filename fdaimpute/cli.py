@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -19,6 +22,8 @@ each subject's own times) into smooth curves on a common grid.
   fdaimpute impute data.csv -o out.csv --method kernel --grid 101
                                       impute the curves of a long CSV file
                                       (one row per observation: id,time,value)
+  fdaimpute impute data.csv -o out.csv --method pace --param n_components=3
+                                      set a method's parameters
 
 Run 'fdaimpute <command> --help' for the options of a command.
 """
@@ -42,6 +47,15 @@ def _method_factories():
         methods["pace"] = (
             "functional PCA by conditional expectation (PACE)",
             lambda grid, seed, quick: PACEImputer(grid=grid, random_state=seed),
+        )
+    try:
+        from fdaimpute.mice import MICEImputer
+    except ImportError:
+        pass
+    else:
+        methods["mice"] = (
+            "chained equations on binned times (a baseline)",
+            lambda grid, seed, quick: MICEImputer(grid=grid, random_state=seed),
         )
     try:
         from fdaimpute.neural import SANDImputer, VTImputer
@@ -93,7 +107,8 @@ def _demo(args):
     from fdaimpute.plotting import plot_curves
 
     methods = _method_factories()
-    chosen = args.methods.split(",") if args.methods else list(methods)
+    default = [m for m in methods if m != "mice"]  # a baseline, asked for by name
+    chosen = args.methods.split(",") if args.methods else default
     unknown = [m for m in chosen if m not in methods]
     if unknown:
         raise SystemExit(f"unknown method(s) {unknown}; available: {sorted(methods)}")
@@ -107,7 +122,7 @@ def _demo(args):
     oracle = fi.oracle.ConditionalMean(sim.process, grid=sim.grid)
     results, curves = [], {}
     oracle_curves = oracle.transform(test)
-    ref = fi.metrics.summarize(oracle_curves, truth)
+    ref = fi.metrics.summarize(truth, oracle_curves)
     results.append(("oracle (true covariance)", ref, 0.0))
     for name in chosen:
         print(f"  fitting {name:<7} ({methods[name][0]})...", flush=True)
@@ -116,7 +131,7 @@ def _demo(args):
         est.fit(train)
         curves[name] = est.transform(test)
         elapsed = time.perf_counter() - start
-        results.append((name, fi.metrics.summarize(curves[name], truth), elapsed))
+        results.append((name, fi.metrics.summarize(truth, curves[name]), elapsed))
     print()
     print(
         f"{'method':<26}{'MSE x1000':>11}{'TV x1000':>10}{'MSE / oracle':>14}"
@@ -138,6 +153,95 @@ def _demo(args):
     return 0
 
 
+def _parse_value(text):
+    """A ``--param`` value: JSON if it parses (numbers, true, null, lists) or text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"True": True, "False": False, "None": None}.get(text, text)
+
+
+def _read_params_file(path):
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SystemExit(f"--params-file: cannot read {path}: {exc}") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise SystemExit(
+                f"--params-file: {path} is YAML, which needs PyYAML "
+                "(pip install pyyaml); or write the parameters as JSON"
+            ) from None
+        try:
+            params = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise SystemExit(f"--params-file: cannot parse {path}: {exc}") from None
+    else:
+        try:
+            params = json.loads(text)
+        except ValueError as exc:
+            raise SystemExit(
+                f"--params-file: cannot parse {path} as JSON: {exc}"
+            ) from None
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise SystemExit(
+            f"--params-file: {path} must hold a mapping of parameter names to "
+            f"values, got {type(params).__name__}"
+        )
+    return params
+
+
+def _collect_params(args):
+    """Method settings of ``--params-file`` then ``--param`` (which wins)."""
+    params = _read_params_file(args.params_file) if args.params_file else {}
+    for item in args.param or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SystemExit(f"--param expects key=value, got {item!r}")
+        params[key] = _parse_value(value)
+    return params
+
+
+def _check_params(est, params, method):
+    """Refuse parameter names ``est`` does not have, listing the valid ones."""
+    if "grid" in params:
+        raise SystemExit("set the output grid with --grid, not as a parameter")
+    valid = est.get_params(deep=False)
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise SystemExit(
+            f"unknown parameter(s) {', '.join(unknown)} for --method {method}; "
+            f"valid: {', '.join(sorted(set(valid) - {'grid'}))}"
+        )
+
+
+_FLAG_HINTS = (
+    # (the library's advice, the flag that does it, words of errors it fixes)
+    (
+        r"pass duplicates=['\"]average['\"]",
+        "--duplicates average",
+        ("duplicate", "two observations at", "repeated time"),
+    ),
+    (r"pass extrapolate=True", "--extrapolate", ("extrapolat", "training times span")),
+)
+
+
+def _cli_message(message):
+    """The library's advice to pass a keyword, reworded as the flag to add."""
+    for advice, flag, words in _FLAG_HINTS:
+        message, n = re.subn(advice, f"rerun with {flag}", message)
+        related = any(word in message.lower() for word in words)
+        if n == 0 and related and flag not in message:
+            message = f"{message} (rerun with {flag})"
+    return message
+
+
 def _impute(args):
     import fdaimpute as fi
 
@@ -146,6 +250,9 @@ def _impute(args):
         raise SystemExit(
             f"unknown method {args.method!r}; available: {sorted(methods)}"
         )
+    params = _collect_params(args)
+    factory = methods[args.method][1]
+    _check_params(factory(None, args.seed, False), params, args.method)
     try:
         data = fi.IrregularData.read_csv(
             args.input,
@@ -155,44 +262,51 @@ def _impute(args):
             duplicates=args.duplicates,
         )
     except (ValueError, TypeError, OSError) as exc:
-        raise SystemExit(f"cannot read {args.input}: {exc}") from None
+        raise SystemExit(
+            f"cannot read {args.input}: {_cli_message(str(exc))}"
+        ) from None
     grid = _parse_grid(args.grid, data.time_range)
     print(f"Read {data}", file=sys.stderr)
-    est = methods[args.method][1](grid, args.seed, False)
+    est = factory(grid, args.seed, False)
     if hasattr(est, "extrapolate"):
         est.set_params(extrapolate=args.extrapolate)
     if hasattr(est, "verbose"):
         est.set_params(verbose=True)
+    est.set_params(**params)
     start = time.perf_counter()
     try:
         est.fit(data)
         out = est.transform(data, return_std=args.std)
-    except (ValueError, NotImplementedError) as exc:
-        raise SystemExit(f"{args.method}: {exc}") from None
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise SystemExit(f"{args.method}: {_cli_message(str(exc))}") from None
     curves, std = out if args.std else (out, None)
     print(
         f"Imputed {len(data)} curves with {args.method} in "
         f"{time.perf_counter() - start:.1f} s",
         file=sys.stderr,
     )
-    _write_curves(args.output, data.ids, grid, curves, std, args.format)
+    names = (args.id, args.time, args.value)
+    _write_curves(args.output, data.ids, grid, curves, std, args.format, names)
     print(f"Wrote {args.output}", file=sys.stderr)
     return 0
 
 
-def _write_curves(path, ids, grid, curves, std, layout):
+def _write_curves(path, ids, grid, curves, std, layout, names=("id", "time", "value")):
+    """Write the curves; the long layout names its columns like the input's."""
     import pandas as pd
 
     if layout == "long":
+        id_name, time_name, value_name = names
         frame = pd.DataFrame(
             {
-                "id": np.repeat(ids, grid.size),
-                "time": np.tile(grid, len(ids)),
-                "value": curves.ravel(),
+                id_name: np.repeat(ids, grid.size),
+                time_name: np.tile(grid, len(ids)),
+                value_name: curves.ravel(),
             }
         )
         if std is not None:
-            frame["std"] = std.ravel()
+            std_name = "std" if "std" not in names else f"{value_name}_std"
+            frame[std_name] = std.ravel()
     else:
         names = [f"t={t:.10g}" for t in grid]
         frame = pd.DataFrame(curves, columns=names)
@@ -231,7 +345,8 @@ def build_parser():
     demo.add_argument(
         "--methods",
         default=None,
-        help="comma-separated methods (default: all available)",
+        help="comma-separated methods among kernel, pace, mice, vt, sand "
+        "(default: all available but the mice baseline)",
     )
     demo.add_argument("--out", default="fdaimpute_demo.png", help="PNG to write")
     demo.add_argument("--seed", type=int, default=0, help="random seed")
@@ -247,7 +362,23 @@ def build_parser():
     imp.add_argument("input", help="CSV with one row per observation")
     imp.add_argument("-o", "--output", required=True, help="CSV to write")
     imp.add_argument(
-        "--method", default="kernel", help="kernel, pace, vt or sand (default kernel)"
+        "--method",
+        default="kernel",
+        help="kernel, pace, mice, vt or sand (default kernel)",
+    )
+    imp.add_argument(
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a setting of the method, e.g. --param bandwidth=0.1; repeat for "
+        "several; values are read as JSON (numbers, true, null, lists) or else "
+        "as text",
+    )
+    imp.add_argument(
+        "--params-file",
+        metavar="FILE",
+        help="JSON file (YAML if it ends in .yaml/.yml and PyYAML is installed) "
+        "mapping parameter names to values; --param entries override it",
     )
     imp.add_argument(
         "--grid",
@@ -262,7 +393,8 @@ def build_parser():
         "--format",
         choices=["wide", "long"],
         default="wide",
-        help="wide: one row per subject; long: id,time,value rows",
+        help="wide: one row per subject; long: one row per subject and grid "
+        "time, with the input's id, time and value column names",
     )
     imp.add_argument(
         "--std",
@@ -273,7 +405,8 @@ def build_parser():
         "--duplicates",
         choices=["raise", "average"],
         default="raise",
-        help="what to do with repeated times within a subject",
+        help="what to do with repeated times within a subject: raise an error "
+        "(default) or average their values",
     )
     imp.add_argument(
         "--extrapolate",

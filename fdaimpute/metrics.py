@@ -4,9 +4,15 @@ Grid metrics follow the SAND paper: for predicted and true curves on a
 common grid, ``MSE = mean (X_hat - X)^2`` and ``TV = mean over subjects of
 mean_m |e(s_{m+1}) - e(s_m)|`` with ``e = X_hat - X`` (the roughness of the
 error). The paper reports both multiplied by 1000: pass ``scale=1000``.
+Arguments come in scikit-learn's order, ``(y_true, y_pred)``; both metrics
+are symmetric in value. The scorers are factories to call and pass as
+``GridSearchCV(scoring=...)``: :func:`held_out_scorer` needs no true
+curves, :func:`curve_scorer` compares with them.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -25,36 +31,65 @@ __all__ = [
 ]
 
 
-def _pair(pred, truth):
-    pred = np.asarray(pred, dtype=np.float64)
-    truth = np.asarray(truth, dtype=np.float64)
-    if pred.shape != truth.shape or pred.ndim != 2:
+def _pair(y_true, y_pred):
+    y_true = np.asarray(y_true, dtype=np.float64)
+    y_pred = np.asarray(y_pred, dtype=np.float64)
+    if y_true.shape != y_pred.shape or y_true.ndim != 2:
         raise ValueError(
-            f"pred and truth must be 2-D arrays of one shape, got {pred.shape} "
-            f"and {truth.shape}"
+            f"y_true and y_pred must be 2-D arrays of one shape, got {y_true.shape} "
+            f"and {y_pred.shape}"
         )
-    return pred, truth
+    return y_true, y_pred
 
 
-def mse_per_subject(pred, truth):
-    """Mean squared error of each row, shape (n_subjects,)."""
-    pred, truth = _pair(pred, truth)
-    return np.mean((pred - truth) ** 2, axis=1)
-
-
-def tv_per_subject(pred, truth):
-    """Mean absolute increment of each row's error, shape (n_subjects,)."""
-    pred, truth = _pair(pred, truth)
-    return np.mean(np.abs(np.diff(pred - truth, axis=1)), axis=1)
-
-
-def mse(pred, truth, *, scale=1.0):
-    """Mean squared error over subjects and grid points.
+def mse_per_subject(y_true, y_pred):
+    """Mean squared error of each row.
 
     Parameters
     ----------
-    pred, truth : array-like of shape (n_subjects, n_grid)
-        Imputed and true curves on one grid.
+    y_true, y_pred : array-like of shape (n_subjects, n_grid)
+        True and imputed curves on one grid.
+
+    Returns
+    -------
+    ndarray of shape (n_subjects,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fdaimpute.metrics import mse_per_subject
+    >>> mse_per_subject(np.zeros((2, 2)), np.array([[1.0, 1.0], [0.0, 2.0]])).tolist()
+    [1.0, 2.0]
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    return np.mean((y_pred - y_true) ** 2, axis=1)
+
+
+def tv_per_subject(y_true, y_pred):
+    """Mean absolute increment of each row's error ``y_pred - y_true``.
+
+    Parameters
+    ----------
+    y_true, y_pred : array-like of shape (n_subjects, n_grid)
+        True and imputed curves on one grid.
+
+    Returns
+    -------
+    ndarray of shape (n_subjects,)
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    return np.mean(np.abs(np.diff(y_pred - y_true, axis=1)), axis=1)
+
+
+def mse(y_true, y_pred, *, scale=1.0):
+    """Mean squared error over subjects and grid points.
+
+    The argument order is scikit-learn's (``sklearn.metrics``): truth first.
+
+    Parameters
+    ----------
+    y_true, y_pred : array-like of shape (n_subjects, n_grid)
+        True and imputed curves on one grid.
     scale : float, default=1.0
         Multiplier; the SAND paper reports ``scale=1000``.
 
@@ -66,36 +101,55 @@ def mse(pred, truth, *, scale=1.0):
     --------
     >>> import numpy as np
     >>> from fdaimpute.metrics import mse
-    >>> mse(np.zeros((2, 3)), np.ones((2, 3)), scale=1000)
+    >>> mse(np.ones((2, 3)), np.zeros((2, 3)), scale=1000)
     1000.0
     """
-    return float(scale * mse_per_subject(pred, truth).mean())
+    return float(scale * mse_per_subject(y_true, y_pred).mean())
 
 
-def tv(pred, truth, *, scale=1.0):
+def tv(y_true, y_pred, *, scale=1.0):
     """Total variation of the error (SAND paper's TV), averaged over subjects.
+
+    Parameters
+    ----------
+    y_true, y_pred : array-like of shape (n_subjects, n_grid)
+        True and imputed curves on one grid.
+    scale : float, default=1.0
+        Multiplier; the SAND paper reports ``scale=1000``.
+
+    Returns
+    -------
+    float
 
     Examples
     --------
     >>> import numpy as np
     >>> from fdaimpute.metrics import tv
-    >>> tv(np.array([[0.0, 1.0, 0.0]]), np.zeros((1, 3)))
+    >>> tv(np.zeros((1, 3)), np.array([[0.0, 1.0, 0.0]]))
     1.0
     """
-    return float(scale * tv_per_subject(pred, truth).mean())
+    return float(scale * tv_per_subject(y_true, y_pred).mean())
 
 
-def summarize(pred, truth, *, scale=1000.0):
+def summarize(y_true, y_pred, *, scale=1000.0):
     """MSE and TV with their standard errors over subjects.
+
+    Parameters
+    ----------
+    y_true, y_pred : array-like of shape (n_subjects, n_grid)
+        True and imputed curves on one grid.
+    scale : float, default=1000.0
+        Multiplier of all four numbers (the SAND paper's x1000).
 
     Returns
     -------
     dict
-        Keys ``mse``, ``mse_se``, ``tv``, ``tv_se`` (all times ``scale``).
+        Keys ``mse``, ``mse_se``, ``tv``, ``tv_se`` (all times ``scale``);
+        the standard errors are NaN for a single subject.
     """
     out = {}
     for name, per in (("mse", mse_per_subject), ("tv", tv_per_subject)):
-        values = scale * per(pred, truth)
+        values = scale * per(y_true, y_pred)
         out[name] = float(values.mean())
         out[name + "_se"] = (
             float(values.std(ddof=1) / np.sqrt(values.size))
@@ -181,7 +235,8 @@ def held_out_error(estimator, data, fraction=0.2, *, random_state=None):
     Parameters
     ----------
     estimator : fitted imputer
-        Anything with ``predict_at``.
+        Anything with ``predict_at`` (returning an IrregularData or one
+        array per subject).
     data : IrregularData or accepted input
         Subjects to evaluate (usually not used in fitting).
     fraction : float, default=0.2
@@ -197,30 +252,146 @@ def held_out_error(estimator, data, fraction=0.2, *, random_state=None):
     if len(hidden) == 0:
         raise ValueError("no subject has enough observations to hide any")
     times = np.split(hidden.times, hidden.offsets[1:-1])
-    pred = estimator.predict_at(visible[rows], times)
-    return float(np.mean((pred.values - hidden.values) ** 2))
+    pred = _flat_values(estimator.predict_at(visible[rows], times))
+    if pred.shape != hidden.values.shape:
+        raise ValueError(
+            f"{type(estimator).__name__}.predict_at returned {pred.size} values "
+            f"for {hidden.values.size} hidden observations"
+        )
+    return float(np.mean((pred - hidden.values) ** 2))
+
+
+def _flat_values(pred):
+    """Concatenated values of ``predict_at``'s per-subject answer.
+
+    Accepts an IrregularData (its ``values``) or a sequence of one array per
+    subject, in query order.
+    """
+    values = getattr(pred, "values", None)
+    if values is None:
+        values = np.concatenate([np.ravel(p) for p in pred]) if len(pred) else []
+    return np.asarray(values, dtype=np.float64).ravel()
+
+
+class _HeldOutScorer:
+    """Minus :func:`held_out_error` of a fitted imputer on the scored fold."""
+
+    def __init__(self, fraction, random_state):
+        self.fraction = fraction
+        self.random_state = random_state
+
+    def __call__(self, estimator, X, y=None):
+        return -held_out_error(
+            estimator, X, self.fraction, random_state=self.random_state
+        )
+
+    def __repr__(self):
+        return (
+            f"held_out_scorer(fraction={self.fraction!r}, "
+            f"random_state={self.random_state!r})"
+        )
+
+
+class _CurveScorer:
+    """Minus :func:`mse` of ``estimator.transform(X)`` against true curves ``y``."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __call__(self, estimator, X, y):
+        if y is None:
+            raise ValueError(
+                "curve_scorer needs the true curves: pass them as y, e.g. "
+                "GridSearchCV(...).fit(X, truth)"
+            )
+        return -mse(y, estimator.transform(X), scale=self.scale)
+
+    def __repr__(self):
+        return f"curve_scorer(scale={self.scale!r})"
 
 
 def held_out_scorer(fraction=0.2, random_state=0):
     """A scikit-learn scorer: minus :func:`held_out_error` on the scored fold.
 
-    Use it to tune an imputer without true curves, e.g.
-    ``GridSearchCV(KernelImputer(), {"bandwidth": [...]},
-    scoring=held_out_scorer())``.
+    Use it to tune an imputer without true curves. Like :func:`curve_scorer`
+    it is a factory: call it, and pass the result as ``scoring``.
+
+    Parameters
+    ----------
+    fraction : float, default=0.2
+        Share of each scored subject's points to hide.
+    random_state : int, Generator or None, default=0
+        Seed of the hiding; an int hides the same points for every
+        candidate, so their scores are paired.
+
+    Returns
+    -------
+    callable
+        ``scorer(estimator, X, y=None)``, greater is better.
+
+    Examples
+    --------
+    >>> import fdaimpute as fi
+    >>> from sklearn.model_selection import GridSearchCV
+    >>> sim = fi.simulate.sand_paper(n=100, n_obs=30, random_state=0)
+    >>> search = GridSearchCV(fi.KernelImputer(), {"bandwidth": [0.03, 0.3]},
+    ...                       scoring=fi.metrics.held_out_scorer(), cv=2)
+    >>> search.fit(sim.train.data).best_params_
+    {'bandwidth': 0.03}
     """
-
-    def scorer(estimator, X, y=None):
-        return -held_out_error(estimator, X, fraction, random_state=random_state)
-
-    return scorer
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+    return _HeldOutScorer(fraction, random_state)
 
 
-def curve_scorer(estimator, X, y):
+def curve_scorer(*args, scale=1.0):
     """A scikit-learn scorer: minus the MSE of ``transform(X)`` against curves ``y``.
 
-    For simulations, where the true curves on the imputer's grid are known.
+    For simulations, where the true curves on the imputer's grid are known:
+    fit the search with them as targets,
+    ``GridSearchCV(imputer, params, scoring=curve_scorer()).fit(X, truth)``.
+
+    Parameters
+    ----------
+    scale : float, default=1.0
+        Multiplier of the MSE (``1000`` for the SAND paper's units).
+
+    Returns
+    -------
+    callable
+        ``scorer(estimator, X, y)``: ``-mse(y, estimator.transform(X))``,
+        greater is better.
+
+    Notes
+    -----
+    Calling ``curve_scorer(estimator, X, y)`` directly, as a scorer, is
+    deprecated: it still returns the score but warns; use
+    ``curve_scorer()(estimator, X, y)``.
+
+    Examples
+    --------
+    >>> import fdaimpute as fi
+    >>> sim = fi.simulate.sand_paper(n=100, n_obs="8-12", random_state=0)
+    >>> imp = fi.KernelImputer(grid=sim.grid).fit(sim.train.data)
+    >>> score = fi.metrics.curve_scorer()(imp, sim.test.data, sim.test.truth)
+    >>> score == -fi.metrics.mse(sim.test.truth, imp.transform(sim.test.data))
+    True
     """
-    return -mse(estimator.transform(X), y)
+    if len(args) == 3:
+        warnings.warn(
+            "calling curve_scorer(estimator, X, y) directly is deprecated; "
+            "curve_scorer is a factory like held_out_scorer: use "
+            "scoring=curve_scorer() or curve_scorer()(estimator, X, y)",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return _CurveScorer(scale)(*args)
+    if args:
+        raise TypeError(
+            "curve_scorer takes only the keyword scale (e.g. curve_scorer(scale=1000)),"
+            f" got {len(args)} positional argument(s)"
+        )
+    return _CurveScorer(scale)
 
 
 def _as_data(data):

@@ -35,8 +35,14 @@ def plot_curves(
     std : ndarray of shape (n_subjects, n_grid), default=None
         Pointwise standard deviation of the first curve set; drawn as a
         95% band.
-    subjects : int or array-like of int, default=4
-        How many subjects (the first ones) or which positions to show.
+    subjects : int or array-like, default=4
+        An int ``k`` shows the first ``k`` subjects. An array-like names the
+        subjects to show by their ids (``data.ids``), e.g. ``["a", "c"]``
+        or ``[1042, 7]``. For data made without ids the ids are the
+        positions ``0..n-1``, so positions work there; integers are also
+        taken as positions when the ids are not integers (string ids). To
+        show positions of data with other integer ids, pass
+        ``data.ids[positions]``.
     axes : array of matplotlib Axes, default=None
         Where to draw; a new figure is made otherwise.
     ncols : int, default=2
@@ -63,11 +69,7 @@ def plot_curves(
         raise TypeError("data must be IrregularData, a long DataFrame or (t, y) pairs")
     grid = np.asarray(grid, dtype=float)
     sets = curves if isinstance(curves, dict) else {"imputed": curves}
-    positions = (
-        np.arange(min(int(subjects), len(data)))
-        if np.ndim(subjects) == 0
-        else np.asarray(subjects, dtype=int)
-    )
+    positions = _positions(data, subjects)
     if axes is None:
         nrows = int(np.ceil(positions.size / ncols))
         fig, axes = plt.subplots(
@@ -80,6 +82,10 @@ def plot_curves(
     else:
         fig = np.ravel(axes)[0].figure
     flat = np.ravel(axes)
+    if flat.size < positions.size:
+        raise ValueError(
+            f"{positions.size} subjects to show but only {flat.size} axes given"
+        )
     for ax, i in zip(flat, positions):
         t, y = data[i]
         if truth is not None:
@@ -104,3 +110,47 @@ def plot_curves(
     flat[0].legend(fontsize=8, loc="best")
     fig.tight_layout()
     return fig
+
+
+def _positions(data, subjects):
+    """Positions in ``data`` of the subjects to show (see ``plot_curves``)."""
+    n = len(data)
+    if np.ndim(subjects) == 0:
+        if isinstance(subjects, (bool, np.bool_)) or not isinstance(
+            subjects, (int, np.integer)
+        ):
+            raise TypeError(
+                "subjects must be an int (how many) or a list of subject ids, "
+                f"got {subjects!r}"
+            )
+        if subjects < 1:
+            raise ValueError(f"subjects must be at least 1, got {subjects}")
+        return np.arange(min(int(subjects), n))
+    wanted = np.asarray(subjects)
+    if wanted.ndim != 1 or wanted.size == 0:
+        raise ValueError("subjects must be a non-empty 1-D list of subject ids")
+    ids = np.asarray(data.ids)
+    as_positions = wanted.dtype.kind in "iu" and ids.dtype.kind not in "iu"
+    if as_positions:
+        bad = wanted[(wanted < -n) | (wanted >= n)]
+        if bad.size:
+            raise ValueError(
+                f"subject position(s) {bad.tolist()} out of range for {n} subjects"
+            )
+        return np.where(wanted < 0, wanted + n, wanted).astype(np.int64)
+    order = np.argsort(ids, kind="stable")
+    try:
+        found = np.searchsorted(ids[order], wanted)
+    except TypeError:
+        found = np.zeros(wanted.size, dtype=np.int64)
+        match = np.zeros(wanted.size, dtype=bool)
+    else:
+        found = np.minimum(found, n - 1)
+        match = ids[order][found] == wanted
+    if not np.all(match):
+        missing = wanted[~match].tolist()
+        raise ValueError(
+            f"subject id(s) {missing[:5]} not in the data; subjects are looked up "
+            f"by id (ids such as {ids[:3].tolist()})"
+        )
+    return order[found]

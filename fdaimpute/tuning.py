@@ -90,7 +90,7 @@ def select_regularizer_weight(
         candidate.fit(X_train)
         seconds = time.perf_counter() - start
         if truth is not None:
-            error = mse(candidate.transform(X_validation), truth)
+            error = mse(truth, candidate.transform(X_validation))
         else:
             error = held_out_error(
                 candidate, X_validation, fraction, random_state=random_state

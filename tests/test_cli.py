@@ -4,7 +4,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 import fdaimpute as fi
-from fdaimpute.cli import main
+from fdaimpute.cli import _parse_value, main
 
 
 @pytest.fixture
@@ -70,8 +70,10 @@ def test_impute_long_format(long_csv, tmp_path):
         ]
     )
     curves = pd.read_csv(out)
-    assert list(curves.columns) == ["id", "time", "value"]
+    # The long output keeps the input's column names.
+    assert list(curves.columns) == ["subject", "age", "bmi"]
     assert len(curves) == 5 * df["subject"].nunique()
+    assert_array_equal(curves["subject"].iloc[::5], pd.unique(df["subject"]))
 
 
 def test_impute_reports_bad_input_clearly(long_csv, tmp_path):
@@ -111,3 +113,129 @@ def test_help_lists_commands(capsys):
     assert main([]) == 1
     text = capsys.readouterr().out
     assert "demo" in text and "impute" in text
+
+
+NAMES = ["--id", "subject", "--time", "age", "--value", "bmi"]
+
+
+def _expected(df, est, **read):
+    data = fi.IrregularData.from_long(df, id="subject", time="age", value="bmi", **read)
+    return est.fit(data).transform(data)
+
+
+def _wide(path):
+    return pd.read_csv(path).drop(columns="id").to_numpy()
+
+
+def test_duplicates_error_names_the_flag_that_averages_them(long_csv, tmp_path):
+    _, df = long_csv
+    dup = pd.concat([df, df.iloc[:1].assign(bmi=df["bmi"].iloc[0] + 1.0)])
+    path = tmp_path / "dup.csv"
+    dup.to_csv(path, index=False)
+    out = tmp_path / "curves.csv"
+    args = ["impute", str(path), "-o", str(out), "--grid", "0:1:11", *NAMES]
+    with pytest.raises(SystemExit, match="rerun with --duplicates average") as err:
+        main(args)
+    assert "duplicates='average'" not in str(err.value)
+    assert main([*args, "--duplicates", "average"]) == 0
+    grid = np.linspace(0, 1, 11)
+    expected = _expected(dup, fi.KernelImputer(grid=grid), duplicates="average")
+    assert_allclose(_wide(out), expected)
+
+
+def test_grid_beyond_the_data_suggests_extrapolate(long_csv, tmp_path):
+    path, _ = long_csv
+    out = tmp_path / "curves.csv"
+    args = ["impute", str(path), "-o", str(out), "--grid=-0.5:1.5:9", *NAMES]
+    with pytest.raises(SystemExit, match="rerun with --extrapolate"):
+        main(args)
+    assert main([*args, "--extrapolate"]) == 0
+    assert np.isfinite(_wide(out)).all()
+
+
+def test_method_mice(long_csv, tmp_path):
+    path, df = long_csv
+    out = tmp_path / "curves.csv"
+    args = ["impute", str(path), "-o", str(out), "--grid", "0:1:11", *NAMES]
+    assert main([*args, "--method", "mice", "--param", "max_iter=3"]) == 0
+    est = fi.MICEImputer(grid=np.linspace(0, 1, 11), random_state=0, max_iter=3)
+    assert_allclose(_wide(out), _expected(df, est))
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("50", 50),
+        ("0.1", 0.1),
+        ("true", True),
+        ("False", False),
+        ("null", None),
+        ("[1, 2]", [1, 2]),
+        ("auto", "auto"),
+        ("", ""),
+    ],
+)
+def test_param_values_are_json_or_text(text, value):
+    assert _parse_value(text) == value
+    assert type(_parse_value(text)) is type(value)
+
+
+def test_params_from_flags_and_file(long_csv, tmp_path):
+    path, df = long_csv
+    out = tmp_path / "curves.csv"
+    grid = np.linspace(0, 1, 11)
+    args = ["impute", str(path), "-o", str(out), "--grid", "0:1:11", *NAMES]
+    main([*args, "--param", "bandwidth=0.1", "--param", "shrinkage=0"])
+    expected = _expected(df, fi.KernelImputer(grid=grid, bandwidth=0.1, shrinkage=0))
+    assert_allclose(_wide(out), expected)
+    assert not np.allclose(expected, _expected(df, fi.KernelImputer(grid=grid)))
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"bandwidth": 0.05, "kernel": "epanechnikov"}')
+    # --param overrides the file.
+    main([*args, "--params-file", str(settings), "--param", "bandwidth=0.2"])
+    est = fi.KernelImputer(grid=grid, bandwidth=0.2, kernel="epanechnikov")
+    assert_allclose(_wide(out), _expected(df, est))
+
+
+def test_params_from_yaml_file(long_csv, tmp_path, monkeypatch):
+    path, df = long_csv
+    out = tmp_path / "curves.csv"
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("bandwidth: 0.1\nshrinkage: 0.0\n")
+    args = ["impute", str(path), "-o", str(out), "--grid", "0:1:11", *NAMES]
+    args += ["--params-file", str(settings)]
+    try:
+        import yaml  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        main(args)
+        est = fi.KernelImputer(grid=np.linspace(0, 1, 11), bandwidth=0.1, shrinkage=0)
+        assert_allclose(_wide(out), _expected(df, est))
+    monkeypatch.setitem(__import__("sys").modules, "yaml", None)
+    with pytest.raises(SystemExit, match="needs PyYAML.*or write the parameters"):
+        main(args)
+
+
+def test_bad_params_are_reported_with_the_valid_names(long_csv, tmp_path, capsys):
+    path, _ = long_csv
+    args = ["impute", str(path), "-o", str(tmp_path / "x.csv"), *NAMES]
+    with pytest.raises(SystemExit, match="unknown parameter.*bandwith") as err:
+        main([*args, "--param", "bandwith=0.1"])
+    assert "valid: bandwidth, extrapolate, kernel" in str(err.value)
+    assert "Read" not in capsys.readouterr().err  # refused before reading the data
+    with pytest.raises(SystemExit, match="for --method mice; valid: extrapolate"):
+        main([*args, "--method", "mice", "--param", "bandwidth=0.1"])
+    with pytest.raises(SystemExit, match="key=value"):
+        main([*args, "--param", "bandwidth"])
+    with pytest.raises(SystemExit, match="--grid"):
+        main([*args, "--param", "grid=11"])
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(SystemExit, match="mapping"):
+        main([*args, "--params-file", str(bad)])
+    bad.write_text("{bandwidth: 1")
+    with pytest.raises(SystemExit, match="as JSON"):
+        main([*args, "--params-file", str(bad)])
+    with pytest.raises(SystemExit, match="got 'triangle'"):
+        main([*args, "--param", "kernel=triangle"])

@@ -72,7 +72,7 @@ def test_error_shrinks_with_bandwidth_on_dense_noise_free_curves():
         imp = KernelImputer(grid=sim.grid, bandwidth=h, shrinkage=0.0)
         errors.append(
             fi.metrics.mse(
-                imp.fit(sim.train.data).transform(sim.test.data), sim.test.truth
+                sim.test.truth, imp.fit(sim.train.data).transform(sim.test.data)
             )
         )
     assert errors[0] > errors[1] > errors[2]
@@ -96,8 +96,8 @@ def test_shrinkage_beats_plain_smoothing_on_sparse_data():
     sim = fi.simulate.sand_paper(n=1000, n_obs="3-5", random_state=0)
     plain = KernelImputer(grid=sim.grid, shrinkage=0.0).fit(sim.train.data)
     shrunk = KernelImputer(grid=sim.grid).fit(sim.train.data)
-    err_plain = fi.metrics.mse(plain.transform(sim.test.data), sim.test.truth)
-    err_shrunk = fi.metrics.mse(shrunk.transform(sim.test.data), sim.test.truth)
+    err_plain = fi.metrics.mse(sim.test.truth, plain.transform(sim.test.data))
+    err_shrunk = fi.metrics.mse(sim.test.truth, shrunk.transform(sim.test.data))
     assert err_shrunk < 0.85 * err_plain
 
 

@@ -7,26 +7,44 @@ from fdaimpute import IrregularData
 from fdaimpute.metrics import (
     held_out_error,
     mse,
+    mse_per_subject,
     split_held_out,
     summarize,
     tv,
+    tv_per_subject,
 )
 
 
 def test_mse_and_tv_known_values():
     truth = np.zeros((2, 4))
     pred = np.array([[1.0, 1.0, 1.0, 1.0], [0.0, 2.0, 0.0, 2.0]])
-    assert mse(pred, truth) == pytest.approx((4 * 1 + 2 * 4) / 8)
-    assert tv(pred, truth) == pytest.approx((0.0 + 2.0) / 2)
-    assert mse(pred, truth, scale=1000) == pytest.approx(1500.0)
+    assert mse(truth, pred) == pytest.approx((4 * 1 + 2 * 4) / 8)
+    assert tv(truth, pred) == pytest.approx((0.0 + 2.0) / 2)
+    assert mse(truth, pred, scale=1000) == pytest.approx(1500.0)
     # TV ignores a constant offset; MSE does not.
-    assert tv(pred + 5, truth) == pytest.approx(tv(pred, truth))
+    assert tv(truth, pred + 5) == pytest.approx(tv(truth, pred))
+
+
+@pytest.mark.parametrize(
+    "metric", [mse, tv, summarize, mse_per_subject, tv_per_subject]
+)
+def test_metrics_take_y_true_then_y_pred_like_sklearn(metric):
+    rng = np.random.default_rng(0)
+    truth, pred = rng.normal(size=(2, 5, 7))
+    by_name = metric(y_pred=pred, y_true=truth)
+    positional = metric(truth, pred)
+    if isinstance(by_name, dict):
+        assert by_name == positional
+    else:
+        assert_array_equal(by_name, positional)
+    with pytest.raises(ValueError, match="y_true and y_pred"):
+        metric(y_true=truth, y_pred=pred[:, :3])
 
 
 def test_summarize_standard_errors():
     rng = np.random.default_rng(0)
     pred = rng.normal(size=(400, 11))
-    out = summarize(pred, np.zeros_like(pred), scale=1)
+    out = summarize(np.zeros_like(pred), pred, scale=1)
     per = np.mean(pred**2, axis=1)
     assert out["mse"] == pytest.approx(per.mean())
     assert out["mse_se"] == pytest.approx(per.std(ddof=1) / 20)
@@ -66,21 +84,101 @@ def test_held_out_error_of_the_oracle_is_noise_plus_posterior_variance():
     assert err > sim.noise_sd**2
 
 
-def test_held_out_scorer_in_grid_search_prefers_the_right_bandwidth():
+def test_held_out_error_accepts_either_form_of_predict_at():
+    sim = fi.simulate.sand_paper(n=100, n_obs="8-12", random_state=0)
+    imp = fi.KernelImputer(grid=sim.grid).fit(sim.train.data)
+
+    def one_by_one(X, times):
+        # Each subject at its own times through the common-times form.
+        return [imp.predict_at(X[[i]], t)[0] for i, t in enumerate(times)]
+
+    class ListPredictions:
+        def predict_at(self, X, times):
+            return one_by_one(X, times)
+
+    class IrregularPredictions:
+        def predict_at(self, X, times):
+            values = one_by_one(X, times)
+            return IrregularData.from_lists(times, values, ids=X.ids)
+
+    visible, hidden, rows = split_held_out(sim.test.data, random_state=3)
+    times = np.split(hidden.times, hidden.offsets[1:-1])
+    pred = np.concatenate(one_by_one(visible[rows], times))
+    by_hand = np.mean((pred - hidden.values) ** 2)
+    for est in (imp, ListPredictions(), IrregularPredictions()):
+        got = held_out_error(est, sim.test.data, random_state=3)
+        assert got == pytest.approx(by_hand, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def dense_sim():
+    return fi.simulate.sand_paper(n=150, n_obs=30, random_state=0)
+
+
+@pytest.mark.parametrize(
+    "scoring, with_truth",
+    [
+        (fi.metrics.held_out_scorer(), False),
+        (fi.metrics.held_out_scorer(fraction=0.3, random_state=1), False),
+        (fi.metrics.curve_scorer(), True),
+        (fi.metrics.curve_scorer(scale=1000), True),
+    ],
+    ids=repr,
+)
+def test_scorers_in_grid_search_prefer_the_right_bandwidth(
+    dense_sim, scoring, with_truth
+):
     from sklearn.model_selection import GridSearchCV
 
-    sim = fi.simulate.sand_paper(n=300, n_obs=30, random_state=0)
+    sim = dense_sim
     search = GridSearchCV(
         fi.KernelImputer(shrinkage=0.0, grid=sim.grid),
         {"bandwidth": [0.005, 0.03, 0.3]},
-        scoring=fi.metrics.held_out_scorer(0.2),
+        scoring=scoring,
         cv=3,
-    ).fit(sim.train.data)
-    assert search.best_params_["bandwidth"] == 0.03
+    ).fit(sim.train.data, sim.train.truth if with_truth else None)
+    # Too narrow chases the noise, too wide flattens the curves.
+    assert search.best_params_ == {"bandwidth": 0.03}
+    assert np.isfinite(search.best_score_) and search.best_score_ < 0
 
 
-def test_curve_scorer():
+def test_curve_scorer_is_minus_mse_by_hand():
     sim = fi.simulate.sand_paper(n=100, n_obs="8-12", random_state=0)
     oracle = fi.oracle.ConditionalMean(sim.process)
-    score = fi.metrics.curve_scorer(oracle, sim.test.data, sim.test.truth)
-    assert_allclose(-score, mse(oracle.transform(sim.test.data), sim.test.truth))
+    curves = oracle.transform(sim.test.data)
+    by_hand = np.mean((curves - sim.test.truth) ** 2)
+    score = fi.metrics.curve_scorer()(oracle, sim.test.data, sim.test.truth)
+    assert score == pytest.approx(-by_hand, rel=1e-12)
+    scaled = fi.metrics.curve_scorer(scale=1000)(oracle, sim.test.data, sim.test.truth)
+    assert scaled == pytest.approx(-1000 * by_hand, rel=1e-12)
+    with pytest.raises(ValueError, match="true curves"):
+        fi.metrics.curve_scorer()(oracle, sim.test.data, None)
+
+
+def test_curve_scorer_called_as_a_scorer_still_works_with_a_warning():
+    sim = fi.simulate.sand_paper(n=100, n_obs="8-12", random_state=0)
+    oracle = fi.oracle.ConditionalMean(sim.process)
+    with pytest.warns(FutureWarning, match=r"curve_scorer\(\)"):
+        score = fi.metrics.curve_scorer(oracle, sim.test.data, sim.test.truth)
+    assert_allclose(-score, mse(sim.test.truth, oracle.transform(sim.test.data)))
+    with pytest.raises(TypeError, match="scale"):
+        fi.metrics.curve_scorer(1000)
+
+
+def test_held_out_scorer_checks_fraction():
+    with pytest.raises(ValueError, match="fraction"):
+        fi.metrics.held_out_scorer(fraction=1.5)
+
+
+def test_scorers_survive_pickling_for_parallel_searches():
+    import pickle
+
+    sim = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
+    imp = fi.KernelImputer(grid=sim.grid).fit(sim.train.data)
+    for scorer, y in (
+        (fi.metrics.held_out_scorer(fraction=0.3, random_state=2), None),
+        (fi.metrics.curve_scorer(scale=1000), sim.test.truth),
+    ):
+        copy = pickle.loads(pickle.dumps(scorer))
+        assert repr(copy) == repr(scorer)
+        assert copy(imp, sim.test.data, y) == scorer(imp, sim.test.data, y)

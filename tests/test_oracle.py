@@ -32,7 +32,7 @@ def test_oracle_error_matches_its_posterior_variance(n_obs):
     curves, sd = fi.oracle.ConditionalMean(sim.process).transform(
         sim.test.data, return_std=True
     )
-    per = fi.metrics.mse_per_subject(curves, sim.test.truth)
+    per = fi.metrics.mse_per_subject(sim.test.truth, curves)
     se = per.std() / np.sqrt(per.size)
     assert abs(per.mean() - np.mean(sd**2)) < 4 * se
     z = np.abs(curves - sim.test.truth) / sd
@@ -46,7 +46,7 @@ def test_oracle_mse_on_500_test_subjects_of_the_paper_process(n_obs, low, high):
     # Exact expectations are 145 / 415 / 768 (x1000); 500 subjects vary by a few %.
     sim = fi.simulate.sand_paper(n=10_000, n_obs=n_obs, random_state=0)
     curves = fi.oracle.ConditionalMean(sim.process).transform(sim.test.data)
-    assert low < fi.metrics.mse(curves, sim.test.truth, scale=1000) < high
+    assert low < fi.metrics.mse(sim.test.truth, curves, scale=1000) < high
 
 
 def test_oracle_is_exact_without_noise_when_basis_is_observed():

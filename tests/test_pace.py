@@ -59,7 +59,7 @@ def test_pace_accuracy_close_to_oracle(smooth_sim, fitted):
     oracle = fi.oracle.ConditionalMean(smooth_sim.process).transform(test.data)
     ours = fitted.transform(test.data)
     fdapace = PACEImputer.fdapace().fit(smooth_sim.train.data).transform(test.data)
-    mse = [fi.metrics.mse(c, test.truth) for c in (ours, oracle, fdapace)]
+    mse = [fi.metrics.mse(test.truth, c) for c in (ours, oracle, fdapace)]
     assert mse[0] < 1.3 * mse[1]
     assert mse[0] < mse[2]
 
@@ -154,8 +154,8 @@ def test_pace_continuous_times_are_binned():
     curves = est.transform(sim.test.data)
     assert np.isfinite(curves).all()
     oracle = fi.oracle.ConditionalMean(sim.process).transform(sim.test.data)
-    assert fi.metrics.mse(curves, sim.test.truth) < 1.15 * fi.metrics.mse(
-        oracle, sim.test.truth
+    assert fi.metrics.mse(sim.test.truth, curves) < 1.15 * fi.metrics.mse(
+        sim.test.truth, oracle
     )
 
 
