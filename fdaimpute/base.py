@@ -309,6 +309,75 @@ class BaseImputer(TransformerMixin, BaseEstimator):
         tags.transformer_tags.preserves_dtype = ["float64"]
         return tags
 
+    # ------------------------------------------------------------------ #
+    # persistence
+    def save(self, path):
+        """Write the imputer, fitted or not, to ``path``.
+
+        The file is fdaimpute's versioned model format (a magic line, a JSON
+        header with the class, the library versions and a SHA-256 digest,
+        then the pickled estimator; see :mod:`fdaimpute.persistence`).
+        Neural imputers store their weights on the CPU, so a model trained
+        on a GPU loads on a machine without one.
+
+        Parameters
+        ----------
+        path : str or path-like
+            Destination file (overwritten).
+
+        See Also
+        --------
+        load : read it back.
+        """
+        from fdaimpute.persistence import save
+
+        save(self, path)
+
+    @classmethod
+    def load(cls, path):
+        """Read an imputer written by :meth:`save`.
+
+        .. warning::
+           Loading unpickles the file, which can run arbitrary code: load
+           only files you trust.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file.
+
+        Returns
+        -------
+        estimator
+            An instance of this class, fitted if it was when saved
+            (``BaseImputer.load`` accepts any imputer). Neural imputers
+            move their weights to their ``device``, or to the CPU with a
+            warning when it is not available.
+
+        Raises
+        ------
+        ValueError
+            If the file is not an fdaimpute model, is in another format
+            version, or is truncated or corrupted.
+        TypeError
+            If the file holds another class.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import fdaimpute as fi
+        >>> sim = fi.simulate.sand_paper(n=100, n_obs=10, random_state=0)
+        >>> imp = fi.KernelImputer(grid=sim.grid).fit(sim.train.data)
+        >>> path = os.path.join(tempfile.mkdtemp(), "kernel.fdaimpute")
+        >>> imp.save(path)
+        >>> same = fi.KernelImputer.load(path)
+        >>> bool((same.transform(sim.test.data) == imp.transform(sim.test.data)).all())
+        True
+        """
+        from fdaimpute.persistence import load
+
+        return load(path, cls)
+
 
 def interpolate_rows(curves, grid, times, counts):
     """Linearly interpolate row ``i`` of ``curves`` at its own ``counts[i]`` times.

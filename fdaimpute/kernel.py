@@ -72,11 +72,15 @@ class KernelImputer(BaseImputer):
     mean_bandwidth_ : float
         Bandwidth of the pooled mean curve (chosen by GCV).
     mean_ : ndarray of shape (n_grid,)
-        The pooled mean curve on ``grid_``.
+        The pooled mean curve on ``grid_``: the local-linear smooth of all
+        training observations, the curve a subject without data returns to.
+        The imputer estimates no noise variance.
     grid_ : ndarray of shape (n_grid,)
         The output grid.
     time_range_ : tuple of float
         Range of the training times.
+    n_subjects_fit_ : int
+        Number of training subjects.
 
     See Also
     --------

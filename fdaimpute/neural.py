@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import pickle
 import warnings
 
 import numpy as np
@@ -497,42 +496,6 @@ class _NeuralImputer(BaseImputer):
             error_head = ErrorVarianceHead(n_features, width)
             error_head.load_state_dict(head_weights)
             self.error_head_ = error_head.to(device).eval()
-
-    def save(self, path):
-        """Write the estimator (parameters, weights, scaler, grid) to ``path``.
-
-        The file is a pickle whose tensors are on the CPU, so it loads on a
-        machine without a GPU. Load only files you trust (pickle runs code).
-
-        Parameters
-        ----------
-        path : str or path-like
-            Destination file.
-        """
-        with open(path, "wb") as fh:
-            pickle.dump(self, fh, protocol=pickle.HIGHEST_PROTOCOL)
-
-    @classmethod
-    def load(cls, path):
-        """Read an estimator written by :meth:`save`.
-
-        Parameters
-        ----------
-        path : str or path-like
-            The file.
-
-        Returns
-        -------
-        estimator
-            An instance of this class (a :class:`TypeError` otherwise).
-        """
-        with open(path, "rb") as fh:
-            obj = pickle.load(fh)
-        if not isinstance(obj, cls):
-            raise TypeError(
-                f"{path} holds a {type(obj).__name__}, not a {cls.__name__}"
-            )
-        return obj
 
 
 _COMMON_PARAMS_DOC = """

@@ -1,11 +1,10 @@
+import warnings
+
 import numpy as np
-import pytest
 from numpy.testing import assert_allclose
 
 import fdaimpute as fi
 from fdaimpute import IrregularData, MICEImputer
-
-pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 
 def test_observed_cells_are_kept_and_missing_cells_filled():
@@ -40,3 +39,67 @@ def test_between_bins_the_curve_is_linear():
     grid = np.array([0.10, 0.105, 0.11])
     out = mice.predict_at(sim.test.data, grid)
     assert_allclose(out[:, 1], (out[:, 0] + out[:, 2]) / 2)
+
+
+def test_default_fit_does_not_warn():
+    # sklearn's early-stopping criterion is never met on sparse noisy curves;
+    # a fixed number of rounds is the method, so no ConvergenceWarning
+    sim = fi.simulate.sand_paper(n=200, n_obs="8-12", random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mice = MICEImputer(random_state=0).fit(sim.train.data)
+    assert mice.n_iter_ == mice.max_iter and not mice.converged_
+
+
+def _lines(n_subjects, times, rng, missing=0.3):
+    """Straight lines a + b t observed at ``times`` with some cells missing."""
+    a, b = rng.normal(size=(2, n_subjects, 1))
+    X = a + b * times
+    X[rng.random(X.shape) < missing] = np.nan
+    X[:, 0] = (a + b * times[0])[:, 0]  # every subject keeps a point
+    return IrregularData.from_dense(X, times)
+
+
+def test_derivative_matches_finite_differences_between_knots():
+    sim = fi.simulate.sand_paper(n=100, n_obs=30, random_state=0)
+    mice = MICEImputer(n_bins=15, max_iter=2, random_state=0).fit(sim.train.data)
+    knots, h = mice.bin_centres_, 1e-6
+    t = np.linspace(knots[0], knots[-1], 400)
+    t = t[np.abs(t[:, None] - knots).min(axis=1) > 10 * h]  # not at a knot
+    data = sim.test.data
+    slope = (mice.predict_at(data, t + h) - mice.predict_at(data, t - h)) / (2 * h)
+    deriv = mice.derivative(data, grid=t)
+    assert_allclose(deriv, slope, rtol=1e-6, atol=1e-6 * np.abs(slope).max())
+    # beyond the outer bin centres the curve is constant
+    ends = np.array([mice.time_range_[0], mice.time_range_[1]])
+    assert_allclose(mice.derivative(data, grid=ends), 0.0)
+    assert_allclose(mice.predict_at(data, ends), mice.predict_at(data, knots[[0, -1]]))
+
+
+def test_a_linear_subject_has_its_slope_everywhere():
+    rng = np.random.default_rng(1)
+    times = np.linspace(0, 1, 11)
+    mice = MICEImputer(max_iter=3, random_state=0).fit(_lines(200, times, rng))
+    line = [(times, 2.0 - 3.0 * times), (times[::2], 1.0 + 0.5 * times[::2])]
+    deriv = mice.derivative(line)
+    # fully observed: the curve is the line itself, knots and ends included
+    assert_allclose(deriv[0], -3.0, rtol=1e-12)
+    assert_allclose(mice.transform(line)[0], 2.0 - 3.0 * mice.grid_, atol=1e-12)
+    # every other time observed: the Bayesian ridge fills the gaps close to
+    # the line (not exactly: it shrinks), so the slope is close to 0.5
+    assert_allclose(deriv[1], 0.5, rtol=1e-2)
+
+
+def test_derivative_at_a_knot_is_the_right_slope_and_the_last_knot_the_left():
+    times = np.linspace(0, 1, 5)
+    rng = np.random.default_rng(2)
+    mice = MICEImputer(max_iter=2, random_state=0).fit(_lines(50, times, rng))
+    kink = [(times, np.abs(times - 0.5))]  # slopes -1, -1, +1, +1
+    assert_allclose(mice.derivative(kink, grid=times)[0], [-1, -1, 1, 1, 1])
+
+
+def test_mean_is_the_mean_training_curve():
+    sim = fi.simulate.sand_paper(n=100, n_obs="8-12", random_state=0)
+    mice = MICEImputer(n_bins=21, max_iter=2, random_state=0).fit(sim.train.data)
+    assert mice.mean_.shape == mice.grid_.shape
+    assert_allclose(mice.mean_, mice.transform(sim.train.data).mean(axis=0))
