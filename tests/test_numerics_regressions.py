@@ -159,3 +159,45 @@ def test_pace_mean_is_on_output_grid(uneven, fdapace):
     )
     refit = clone(est).set_params(grid=est.work_grid_).fit(uneven)
     np.testing.assert_allclose(refit.mean_, refit.mean_work_, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------- #
+# item 6: SAND's whitening and identity start use float64 grid features
+
+
+def _whitened_reference(grid, dim, scale, base):
+    """Ridge-whitened sinusoidal features, all in float64 NumPy."""
+    k = np.arange(dim // 2)
+    angle = scale * grid[:, None] * base ** (-2.0 * (k + 1.0) / dim)
+    enc = np.stack([np.sin(angle), np.cos(angle)], axis=-1).reshape(grid.size, dim)
+    evals, evecs = np.linalg.eigh(enc.T @ enc / grid.size)
+    ridge = 1e-4 * evals.max()
+    return enc @ ((evecs / np.sqrt(np.clip(evals, 0, None) + ridge)) @ evecs.T)
+
+
+def test_sand_grid_features_are_float64_accurate():
+    torch = pytest.importorskip("torch")
+    from fdaimpute.nn import SANDLayer, sinusoidal_encoding
+
+    m, dim, scale, base = 101, 120, np.pi * 50, 100.0
+    grid64 = np.linspace(0, 1, m)
+    ref = _whitened_reference(grid64, dim, scale, base)
+    layer = SANDLayer(2, 8, dim, encoding_scale=scale, encoding_base=base).double()
+    feats = layer.grid_features(torch.tensor(grid64)).numpy()
+    assert feats.dtype == np.float64
+    err = np.max(np.abs(feats - ref)) / np.max(np.abs(ref))
+    assert err < 1e-10
+    # a float32 encoding, even whitened in float64, is far off: the
+    # whitening amplifies its rounding in the small eigen-directions
+    enc32 = sinusoidal_encoding(
+        torch.tensor(grid64, dtype=torch.float32), dim, scale, base
+    )
+    enc = enc32.double().numpy()
+    evals, evecs = np.linalg.eigh(enc.T @ enc / m)
+    inv = (evecs / np.sqrt(np.clip(evals, 0, None) + 1e-4 * evals.max())) @ evecs.T
+    assert np.max(np.abs(enc @ inv - ref)) / np.max(np.abs(ref)) > 1e-7
+    # the float32 layer gets the float64 features rounded once
+    layer32 = SANDLayer(2, 8, dim, encoding_scale=scale, encoding_base=base)
+    f32 = layer32.grid_features(torch.linspace(0, 1, m, dtype=torch.float64))
+    assert f32.dtype == torch.float32
+    np.testing.assert_allclose(f32.numpy(), ref, rtol=0, atol=1e-6 * np.abs(ref).max())
