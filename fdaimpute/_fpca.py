@@ -421,28 +421,56 @@ def _solve_intercept(mat, rhs, what, bandwidth):
     return sol[..., 0] * scale[..., 0]
 
 
+# ``-K'(u) / u`` of each kernel: d/dt K((c - t) / h) = (c - t) / h^2 times it
+_KERNEL_SLOPE = {
+    "gaussian": lambda u: np.exp(-0.5 * u * u),
+    "epanechnikov": lambda u: 2.0 * (np.abs(u) < 1.0),
+}
+
+
 def local_linear_binned(
     centres, weight, total, points, bandwidth, kernel, *, derivative=False
 ):
-    """1-D local-linear fit from bin weights and bin sums (empty bins allowed)."""
+    """1-D local-linear fit from bin weights and bin sums (empty bins allowed).
+
+    With ``derivative=True`` also returns the exact derivative of the fitted
+    function ``t -> m(t)`` (not the local slope coefficient, which differs
+    from it wherever the design is uneven), so that a curve built from the
+    fit and its derivative agree.
+    """
     points = np.asarray(points, dtype=np.float64)
-    sums = np.empty((5, points.size))
+    n_sums = 10 if derivative else 5
+    sums = np.empty((n_sums, points.size))
     step = max(1, 2_000_000 // max(centres.size, 1))  # bounds the kernel matrices
+    h2 = float(bandwidth) ** 2
     for start in range(0, points.size, step):
         part = slice(start, start + step)
         k0, k1, k2 = _kernel_matrices(centres, points[part], bandwidth, kernel, 2)
-        sums[:, part] = [k0 @ weight, k1 @ weight, k2 @ weight, k0 @ total, k1 @ total]
-    s0, s1, s2, t0, t1 = sums
+        sums[:5, part] = [k0 @ weight, k1 @ weight, k2 @ weight, k0 @ total, k1 @ total]
+        if derivative:
+            d = centres[None, :] - points[part, None]
+            g1 = _KERNEL_SLOPE[kernel](d / bandwidth) * d / h2
+            g2 = g1 * d
+            sums[5:8, part] = [g1 @ weight, g2 @ weight, (g2 * d) @ weight]
+            sums[8:, part] = [g1 @ total, g2 @ total]
+    s0, s1, s2, t0, t1 = sums[:5]
     det = s0 * s2 - s1 * s1
     if np.any(~(det > 1e-12 * np.maximum(s0 * s2, np.finfo(float).tiny))):
         raise ValueError(
             f"local-linear fit undefined with bandwidth {bandwidth:.4g} (fewer "
             "than two distinct times in a window); use a larger bandwidth"
         )
-    est = (s2 * t0 - s1 * t1) / det
-    if derivative:
-        return est, (s0 * t1 - s1 * t0) / det
-    return est
+    num = s2 * t0 - s1 * t1
+    est = num / det
+    if not derivative:
+        return est
+    # d/dt of K_a = K(u) d^a is G(u) d^(a+1) / h^2 - a K(u) d^(a-1)
+    g1w, g2w, g3w, g1s, g2s = sums[5:]
+    ds0, ds1, ds2 = g1w, g2w - s0, g3w - 2 * s1
+    dt0, dt1 = g1s, g2s - t0
+    dnum = ds2 * t0 + s2 * dt0 - ds1 * t1 - s1 * dt1
+    ddet = ds0 * s2 + s0 * ds2 - 2 * s1 * ds1
+    return est, (dnum - est * ddet) / det
 
 
 def gcv_mean_bandwidth(centres, weight, total, total_sq, candidates, kernel):

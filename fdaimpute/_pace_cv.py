@@ -138,7 +138,8 @@ def select_by_cv(est, data, bins, max_k, rng):
     max_k : int
         Largest number of components.
     rng : numpy.random.RandomState
-        Randomness of the held-out points.
+        Randomness of the held-out points (and of the mean-bandwidth folds
+        of the estimate without them).
 
     Returns
     -------
@@ -158,6 +159,7 @@ def select_by_cv(est, data, bins, max_k, rng):
         subject[visible],
         len(data),
         bins.subset(visible),
+        rng,
     )
     resid_all = data.values - bins.interpolate(state["mu_c"])
     off_fit, idx_fit = _ragged(visible, data.offsets, val)

@@ -103,14 +103,24 @@ default="cv"
         interpolation to the output grid. Use :meth:`fdapace` for fdapace's
         defaults.
     random_state : int, RandomState or None, default=None
-        Seed of the held-out points used by cross-validation.
+        Randomness of the fit: the held-out points of cross-validation
+        (``bandwidth_cov="cv"`` or ``n_components="cv"``) and the subject
+        folds of ``bandwidth_mean="cv"``. An int gives reproducible fits;
+        ``None`` uses NumPy's global random state.
 
     Attributes
     ----------
+    grid_ : ndarray of shape (n_grid,)
+        Output grid of ``transform``.
+    mean_ : ndarray of shape (n_grid,)
+        Estimated mean function on ``grid_``, as every imputer stores it:
+        the curve imputed for a subject whose scores are all zero.
     work_grid_ : ndarray of shape (n_work_grid,)
         The regular grid of the eigen-analysis.
-    mean_ : ndarray of shape (n_work_grid,)
-        Estimated mean function on ``work_grid_``.
+    mean_work_ : ndarray of shape (n_work_grid,)
+        Estimated mean function on ``work_grid_`` (the mean the
+        eigenfunctions are oriented by; with ``fdapace_compat`` the mean
+        that is interpolated to other times).
     covariance_ : ndarray of shape (n_work_grid, n_work_grid)
         Smoothed covariance surface on ``work_grid_``.
     eigenvalues_ : ndarray of shape (n_components_,)
@@ -136,8 +146,6 @@ default="cv"
         Number of bins of the mean and covariance sums.
     time_range_ : tuple of float
         Range of the training times.
-    grid_ : ndarray
-        Output grid.
 
     See Also
     --------
@@ -396,19 +404,27 @@ default="cv"
                 "covariance smoother needs bins on a regular grid; use "
                 "binning='auto' or an integer, or fdapace_compat=True"
             )
+        # one stream for every random choice of the fit (held-out points,
+        # mean-bandwidth folds), in a fixed order
+        rng = check_random_state(self.random_state)
         if needs_cv:
-            rng = check_random_state(self.random_state)
             h_cov, k_cv, self.cv_results_ = select_by_cv(self, data, bins, max_k, rng)
-        state = self._estimate(data.times, data.values, subject, len(data), bins)
+        state = self._estimate(data.times, data.values, subject, len(data), bins, rng)
         self._finish(state, h_cov, k_cv, max_k, data)
         return self
 
-    def _estimate(self, times, values, subject, n_subjects, bins):
-        """Mean (at bins) and binned raw covariances."""
+    def _estimate(self, times, values, subject, n_subjects, bins, rng):
+        """Mean (at bins) and binned raw covariances.
+
+        ``rng`` (a ``RandomState``) draws the folds of
+        ``bandwidth_mean="cv"``; no other rule uses it.
+        """
         ones = np.ones(times.size)
         w1, s1 = bins.spread(ones), bins.spread(values)
         q1 = bins.spread(values * values)
-        h_mean = self._mean_bandwidth(bins, w1, s1, q1, values, subject, n_subjects)
+        h_mean = self._mean_bandwidth(
+            bins, w1, s1, q1, values, subject, n_subjects, rng
+        )
         mu_c = _fpca.local_linear_binned(
             bins.centres, w1, s1, bins.centres, h_mean, self.kernel
         )
@@ -431,7 +447,7 @@ default="cv"
             times=times,
         )
 
-    def _mean_bandwidth(self, bins, w1, s1, q1, values, subject, n_subjects):
+    def _mean_bandwidth(self, bins, w1, s1, q1, values, subject, n_subjects, rng):
         bw = self.bandwidth_mean
         span = bins.centres[-1] - bins.centres[0]
         if not isinstance(bw, str):
@@ -445,7 +461,7 @@ default="cv"
                 bins.centres, w1, s1, q1, cands, self.kernel
             )
         return _fpca.cv_mean_bandwidth(
-            bins, values, subject, n_subjects, cands, self.kernel, check_random_state(0)
+            bins, values, subject, n_subjects, cands, self.kernel, rng
         )
 
     def _smooth(self, moments, h_cov, smoother=None):
@@ -521,7 +537,7 @@ default="cv"
         self.bandwidth_mean_ = float(state["h_mean"])
         self.bandwidth_cov_ = h_cov
         self.covariance_ = cov
-        self.mean_ = mean_work
+        self.mean_work_ = mean_work
         self.noise_variance_ = sigma2
         self._bins_centres = state["bins"].centres
         self._w1, self._s1 = state["w1"], state["s1"]
@@ -531,6 +547,7 @@ default="cv"
         self.eigenvalues_ = lam[:k].copy()
         self.eigenfunctions_ = phi[:, :k].copy()
         self.fve_ = fve[:k].copy()
+        self.mean_ = self._curves(np.zeros((1, k)), self.grid_)[0]
 
     def _mean_on_work_grid(self, state):
         bins = state["bins"]
@@ -599,16 +616,23 @@ default="cv"
         return out[inv].reshape(t.shape)
 
     def _basis_at(self, t, phi=None, derivative=False):
-        """Eigenfunctions at times ``t`` (rows) by interpolation of the work grid."""
+        """Eigenfunctions (or slopes) at times ``t`` (rows) from the work grid.
+
+        Linear interpolation with ``fdapace_compat``, else a cubic spline;
+        constant beyond the work grid (slope zero there).
+        """
         phi = self.eigenfunctions_ if phi is None else phi
+        if self.fdapace_compat:
+            interp = _interp_slope_rows if derivative else _interp_rows
+            return interp(phi.T, self.work_grid_, t).T
         grid = self.work_grid_
-        t = np.clip(np.asarray(t, dtype=np.float64), grid[0], grid[-1])
-        if self.fdapace_compat and not derivative:
-            pos = np.clip(np.searchsorted(grid, t, side="right") - 1, 0, grid.size - 2)
-            frac = ((t - grid[pos]) / (grid[pos + 1] - grid[pos]))[:, None]
-            return phi[pos] * (1 - frac) + phi[pos + 1] * frac
+        t = np.asarray(t, dtype=np.float64)
+        inside = np.clip(t, grid[0], grid[-1])
         spline = CubicSpline(grid, phi, axis=0)
-        return spline(t, 1) if derivative else spline(t)
+        if not derivative:
+            return spline(inside)
+        keep = (t >= grid[0]) & (t <= grid[-1])
+        return np.where(keep[:, None], spline(inside, 1), 0.0)
 
     def _posterior(self, data, with_cov=False):
         with threadpool_limits(limits=1, user_api="blas"):
@@ -652,7 +676,7 @@ default="cv"
 
     def _curves(self, scores, grid):
         if self.fdapace_compat:
-            work = self.mean_ + scores @ self.eigenfunctions_.T
+            work = self.mean_work_ + scores @ self.eigenfunctions_.T
             return _interp_rows(work, self.work_grid_, grid)
         return self._mean_at(grid) + scores @ self._basis_at(grid).T
 
@@ -669,7 +693,11 @@ default="cv"
         return curves, np.sqrt(np.clip(var, 0.0, None))
 
     def _derivative_grid(self, data, grid):
+        # the exact derivative of the curves of ``_curves``
         scores = self._posterior(data)
+        if self.fdapace_compat:
+            work = self.mean_work_ + scores @ self.eigenfunctions_.T
+            return _interp_slope_rows(work, self.work_grid_, grid)
         slope = self._basis_at(grid, derivative=True)
         return self._mean_at(grid, derivative=True) + scores @ slope.T
 
@@ -677,7 +705,7 @@ default="cv"
         scores = self._posterior(data)
         subject = np.repeat(np.arange(len(data)), np.diff(offsets))
         if self.fdapace_compat:
-            mean = np.interp(times, self.work_grid_, self.mean_)
+            mean = np.interp(times, self.work_grid_, self.mean_work_)
         else:
             mean = self._mean_at(times)
         basis = self._basis_at(times)
@@ -714,6 +742,20 @@ def _interp_rows(rows, x, new):
     pos = np.clip(np.searchsorted(x, new, side="right") - 1, 0, x.size - 2)
     frac = (new - x[pos]) / (x[pos + 1] - x[pos])
     return rows[:, pos] * (1 - frac) + rows[:, pos + 1] * frac
+
+
+def _interp_slope_rows(rows, x, new):
+    """Derivative of :func:`_interp_rows`: each segment's slope.
+
+    At a knot the slope of the segment to its right (the segment
+    :func:`_interp_rows` uses there), at the last knot the last segment's;
+    zero beyond the ends, where the interpolant is constant.
+    """
+    new = np.asarray(new, dtype=np.float64)
+    pos = np.clip(np.searchsorted(x, new, side="right") - 1, 0, x.size - 2)
+    slope = np.diff(rows, axis=1) / np.diff(x)
+    inside = (new >= x[0]) & (new <= x[-1])
+    return np.where(inside, slope[:, pos], 0.0)
 
 
 def _orient(phi, mean_work, fdapace_compat):

@@ -49,7 +49,8 @@ def test_pace_recovers_known_eigenfunctions(fitted):
     # each estimated eigenfunction matches one true one up to sign
     assert np.all(np.abs(inner).max(axis=1) > 0.97)
     np.testing.assert_allclose(fitted.eigenvalues_[:3], [1.0, 0.5, 0.2], rtol=0.2)
-    np.testing.assert_allclose(fitted.mean_, 1.0 + grid, atol=0.15)
+    np.testing.assert_allclose(fitted.mean_work_, 1.0 + grid, atol=0.15)
+    np.testing.assert_allclose(fitted.mean_, 1.0 + fitted.grid_, atol=0.15)
     assert fitted.n_components_ >= 3
     assert 0.5 * 0.09 < fitted.noise_variance_ < 2.5 * 0.09
 

@@ -86,7 +86,7 @@ def _compare(est, data, grid, ds, run, directory=DATA):
         ),
         sigma2=abs(est.noise_variance_ / info["sigma2"] - 1),
         eigenvalues=np.max(np.abs(est.eigenvalues_ / np.asarray(info["lambda"]) - 1)),
-        mean=_rel(np.interp(grid, est.work_grid_, est.mean_), muphi[:, 1]),
+        mean=_rel(est.mean_, muphi[:, 1]),
         eigenfunctions=max(
             _rel(signs[j] * phi[:, j], muphi[:, 2 + j]) for j in range(k)
         ),

@@ -45,9 +45,11 @@ def sinusoidal_encoding(t, dim, scale=100.0, base=1e4):
     """
     if dim <= 0 or dim % 2:
         raise ValueError(f"dim must be a positive even integer, got {dim}")
-    k = torch.arange(dim // 2, device=t.device, dtype=torch.float32)
+    # float64 times are encoded in float64, anything else in float32
+    dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
+    k = torch.arange(dim // 2, device=t.device, dtype=dtype)
     freq = torch.exp(-(2.0 * (k + 1.0) / dim) * math.log(base))
-    angle = (scale * t.float()).unsqueeze(-1) * freq
+    angle = (scale * t.to(dtype)).unsqueeze(-1) * freq
     enc = torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1)
     return enc.flatten(-2).to(t.dtype if t.is_floating_point() else torch.float32)
 

@@ -300,10 +300,23 @@ class SANDLayer(nn.Module):
     def grid_features(self, grid):
         """The grid's encoding as SAND sees it (whitened if ``whiten``), (M, p).
 
-        Cached per grid tensor (the training loop passes the same one on
-        every step); the cache holds a reference to the grid, so its memory
-        cannot be reused by another tensor while cached.
+        Computed in float64 (the encoding, its Gram matrix and the whitening
+        map) and returned in the layer's dtype on the grid's device. Cached
+        per grid tensor (the training loop passes the same one on every
+        step); the cache holds a reference to the grid, so its memory cannot
+        be reused by another tensor while cached.
         """
+        exact = self._grid_features64(grid)
+        dtype = self.out.weight.dtype
+        cached = self._features
+        if cached[3] is None or cached[3].dtype != dtype:
+            with torch.inference_mode(False), torch.no_grad():
+                value = exact.to(grid.device, dtype)
+            self._features = (*cached[:3], value)
+        return self._features[3]
+
+    def _grid_features64(self, grid):
+        """:meth:`grid_features` in float64 on the CPU (cached with them)."""
         version = None if grid.is_inference() else grid._version
         cached = self._features
         if cached is None or cached[0] is not grid or cached[1] != version:
@@ -315,8 +328,7 @@ class SANDLayer(nn.Module):
                     ridge = 1e-4 * evals.max().clamp(min=1e-300)
                     inv_sqrt = (evals.clamp(min=0) + ridge).rsqrt()
                     enc = enc @ ((evecs * inv_sqrt) @ evecs.T)
-                value = enc.to(grid.device, torch.float32)
-            self._features = (grid, version, value)
+            self._features = (grid, version, enc, None)
         return self._features[2]
 
     @torch.no_grad()
@@ -357,7 +369,7 @@ class SANDLayer(nn.Module):
         """
         m = grid.shape[0]
         n_heads, head_dim = self.n_heads, self.head_dim
-        enc = self.grid_features(grid).double().cpu()
+        enc = self._grid_features64(grid)
         g64 = grid.detach().double().cpu()
         # column j of `integral` is the cumulative integral of the j-th unit vector
         integral = cumulative_integral(torch.eye(m, dtype=torch.float64), g64).T
