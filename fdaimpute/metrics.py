@@ -198,7 +198,7 @@ def held_out_error(estimator, data, fraction=0.2, *, random_state=None):
         raise ValueError("no subject has enough observations to hide any")
     times = np.split(hidden.times, hidden.offsets[1:-1])
     pred = estimator.predict_at(visible[rows], times)
-    return float(np.mean((pred.values - hidden.values) ** 2))
+    return float(np.mean((np.concatenate(pred) - hidden.values) ** 2))
 
 
 def held_out_scorer(fraction=0.2, random_state=0):
