@@ -436,9 +436,7 @@ class BaseImputer(TransformerMixin, BaseEstimator):
         if columns is None:
             grid = self.grid_ if grid is None else grid
             columns = np.asarray([f"t={t:.10g}" for t in grid], dtype=object)
-        return pd.DataFrame(
-            array, index=pd.Index(data.ids, name="id"), columns=columns
-        )
+        return pd.DataFrame(array, index=pd.Index(data.ids, name="id"), columns=columns)
 
     @staticmethod
     def _check_finite(array, data, what, flat_offsets=None):

@@ -55,9 +55,9 @@ def check_not_datetime(x, what):
     """Raise a TypeError explaining how to convert dates or durations to numbers."""
     if is_datetime_like(x):
         raise TypeError(
-            f"{what} are dates or durations; convert them to numbers first, "
-            "e.g. (df['date'] - df['date'].min()) / pd.Timedelta(days=1) "
-            "for days since the first date"
+            f"{what}: dates and durations are not accepted as times; convert "
+            "them to numbers first, e.g. (df['date'] - df['date'].min()) / "
+            "pd.Timedelta(days=1) for days since the first date"
         )
 
 

@@ -607,7 +607,10 @@ _COMMON_PARAMS_DOC = """
     grid : int or array-like, default=None
         Output grid: 101 points over the training times by default.
     extrapolate : bool, default=False
-        Allow times outside the training range."""
+        Allow times outside the training range.
+    keep_observed : bool, default=False
+        Output observed values as they are where a grid time equals an
+        observation time (otherwise observed cells are smoothed too)."""
 
 _COMMON_ATTRS_DOC = """
     module_ : torch.nn.Module
@@ -727,6 +730,7 @@ class VTImputer(_NeuralImputer):
         warm_start=False,
         grid=None,
         extrapolate=False,
+        keep_observed=False,
     ):
         self.preset = preset
         self.d_model = d_model
@@ -752,6 +756,7 @@ class VTImputer(_NeuralImputer):
         self.warm_start = warm_start
         self.grid = grid
         self.extrapolate = extrapolate
+        self.keep_observed = keep_observed
 
 
 class SANDImputer(_NeuralImputer):
@@ -877,6 +882,7 @@ class SANDImputer(_NeuralImputer):
         warm_start=False,
         grid=None,
         extrapolate=False,
+        keep_observed=False,
     ):
         self.preset = preset
         self.d_model = d_model
@@ -908,3 +914,4 @@ class SANDImputer(_NeuralImputer):
         self.warm_start = warm_start
         self.grid = grid
         self.extrapolate = extrapolate
+        self.keep_observed = keep_observed
