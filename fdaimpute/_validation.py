@@ -96,7 +96,7 @@ def frame_axes(X):
     if columns is None or index is None:
         return None, None
     times = ids = None
-    if not _is_default_range(columns, len(columns)):
+    if not _is_default_range(columns):
         if is_datetime_like(columns):
             check_not_datetime(columns, "the column labels (times)")
         labels = np.asarray(columns)
@@ -108,12 +108,13 @@ def frame_axes(X):
                     "times and must be finite and strictly increasing; sort the "
                     "columns (df.sort_index(axis=1)) or pass X.to_numpy()"
                 )
-    if not _is_default_range(index, len(index)):
+    if not _is_default_range(index):
         ids = np.asarray(index)
     return times, ids
 
 
-def _is_default_range(index, n):
+def _is_default_range(index):
+    """Whether ``index`` is pandas' default ``RangeIndex`` 0, 1, 2, ..."""
     start, step = getattr(index, "start", None), getattr(index, "step", None)
     return type(index).__name__ == "RangeIndex" and start == 0 and step == 1
 

@@ -97,10 +97,15 @@ def check_ids(ids, n):
         )
     try:
         uniq, counts = np.unique(ids, return_counts=True)
-    except TypeError:  # mixed types that do not sort
-        uniq, counts = np.unique(ids.astype(str), return_counts=True)
-    if uniq.size != n:
-        raise ValueError(f"ids must be unique; repeated: {uniq[counts > 1][:5]}")
+        repeated = uniq[counts > 1][:5].tolist()
+    except TypeError:  # labels of mixed types do not sort
+        seen, repeated = set(), []
+        for v in ids.tolist():
+            if v in seen and v not in repeated:
+                repeated.append(v)
+            seen.add(v)
+    if repeated:
+        raise ValueError(f"ids must be unique; repeated: {repeated[:5]}")
     return ids
 
 
