@@ -6,7 +6,12 @@ import numbers
 
 import numpy as np
 
-from fdaimpute.data import IrregularData, subject_label
+from fdaimpute.data import (
+    IrregularData,
+    check_not_datetime,
+    is_datetime_like,
+    subject_label,
+)
 
 LONG_COLUMNS = ("id", "time", "value")
 
@@ -36,6 +41,7 @@ def as_irregular(X):
         return X
     if is_long_frame(X):
         return IrregularData.from_long(X, *LONG_COLUMNS)
+    _refuse_unnamed_long_frame(X)
     if _is_pair_sequence(X):
         for i, pair in enumerate(X):
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
@@ -47,8 +53,75 @@ def as_irregular(X):
     return None
 
 
+def _refuse_unnamed_long_frame(X):
+    """Raise when a DataFrame looks like a long table with other column names.
+
+    Such a frame would otherwise be read as a wide matrix (one row per
+    observation). It is recognised by: exactly three columns with non-numeric
+    labels, no missing cell (a wide matrix to impute has some), and a first
+    column of integer, string or categorical labels that repeat.
+    """
+    columns = getattr(X, "columns", None)
+    if columns is None or not hasattr(X, "iloc") or len(columns) != 3:
+        return
+    if not all(isinstance(c, str) for c in columns) or len(X) < 2:
+        return
+    first = X.iloc[:, 0]
+    dtype = first.dtype
+    if getattr(dtype, "kind", "O") not in "iuOSU" and str(dtype) != "category":
+        return
+    if X.isna().to_numpy().any() or first.nunique() == len(X):
+        return
+    i, t, v = (repr(str(c)) for c in columns)
+    raise ValueError(
+        f"X looks like a long table (one row per observation, repeated values in "
+        f"column {i}) rather than a matrix with one row per subject; read it "
+        f"with IrregularData.from_long(df, id={i}, time={t}, value={v}) or name "
+        "the columns 'id', 'time' and 'value'. If it really is a complete wide "
+        "matrix, pass X.to_numpy()"
+    )
+
+
+def frame_axes(X):
+    """Column times and subject ids carried by a wide DataFrame's labels.
+
+    Returns ``(times, ids)``, each ``None`` when absent: a default
+    ``RangeIndex`` (``0 .. p - 1`` columns, ``0 .. n - 1`` rows) and
+    non-numeric column labels carry nothing. Numeric column labels are the
+    column times; they must be strictly increasing. Date or duration labels
+    raise a TypeError.
+    """
+    columns = getattr(X, "columns", None)
+    index = getattr(X, "index", None)
+    if columns is None or index is None:
+        return None, None
+    times = ids = None
+    if not _is_default_range(columns):
+        if is_datetime_like(columns):
+            check_not_datetime(columns, "the column labels (times)")
+        labels = np.asarray(columns)
+        if labels.dtype.kind in "iuf":
+            times = labels.astype(np.float64)
+            if not np.all(np.isfinite(times)) or np.any(np.diff(times) <= 0):
+                raise ValueError(
+                    "the DataFrame's numeric column labels are read as the column "
+                    "times and must be finite and strictly increasing; sort the "
+                    "columns (df.sort_index(axis=1)) or pass X.to_numpy()"
+                )
+    if not _is_default_range(index):
+        ids = np.asarray(index)
+    return times, ids
+
+
+def _is_default_range(index):
+    """Whether ``index`` is pandas' default ``RangeIndex`` 0, 1, 2, ..."""
+    start, step = getattr(index, "start", None), getattr(index, "step", None)
+    return type(index).__name__ == "RangeIndex" and start == 0 and step == 1
+
+
 def check_grid(grid, name="grid"):
     """Validate an explicit time grid: 1-D, finite, strictly increasing, >= 2."""
+    check_not_datetime(grid, name)
     try:
         grid = np.asarray(grid, dtype=np.float64)
     except (TypeError, ValueError):
@@ -75,7 +148,9 @@ def resolve_grid(grid, time_range, dense_times=None):
         if dense_times is not None and dense_times.size >= 2:
             return dense_times
         grid = 101
-    if isinstance(grid, numbers.Integral) and not isinstance(grid, bool):
+    if np.ndim(grid) == 0 and not isinstance(grid, IrregularData):
+        grid = _grid_size(grid)
+    if isinstance(grid, numbers.Integral):
         if grid < 2:
             raise ValueError(f"grid must have at least 2 points, got {grid}")
         lo, hi = time_range
@@ -85,6 +160,25 @@ def resolve_grid(grid, time_range, dense_times=None):
             )
         return np.linspace(lo, hi, int(grid))
     return check_grid(grid)
+
+
+def _grid_size(grid):
+    """An int (or int-valued float) grid size; other scalars raise."""
+    ok = isinstance(grid, numbers.Real) and not isinstance(grid, (bool, np.bool_))
+    if ok and isinstance(grid, numbers.Integral):
+        return int(grid)
+    if ok and np.isfinite(grid) and float(grid).is_integer():
+        return int(grid)
+    raise TypeError(f"grid must be an int or an array of times, got {grid!r}")
+
+
+def check_extrapolate(value):
+    """Validate the ``extrapolate`` parameter: False, True or ``"clip"``."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value == "clip":
+        return "clip"
+    raise ValueError(f"extrapolate must be False, True or 'clip', got {value!r}")
 
 
 def check_positive_int(value, name, minimum=1):
@@ -109,7 +203,11 @@ def check_positive_number(value, name):
 
 
 def check_in_range(data, time_range, *, extrapolate, tol=1e-9):
-    """Raise if an observation time lies outside the fitted time range."""
+    """Raise if an observation time lies outside the fitted time range.
+
+    With ``extrapolate`` True or ``"clip"`` such observations are allowed and
+    used at their own times.
+    """
     if extrapolate or len(data) == 0:
         return
     lo, hi = time_range
@@ -121,19 +219,45 @@ def check_in_range(data, time_range, *, extrapolate, tol=1e-9):
         raise ValueError(
             f"{subject_label(data.ids, i)} is observed at time "
             f"{data.times[j]:g}, outside the training range [{lo:g}, {hi:g}]; "
-            "pass extrapolate=True to allow it"
+            "pass extrapolate=True (or extrapolate='clip') to allow it"
         )
 
 
+def range_slack(times, time_range):
+    """How far requested ``times`` may lie outside ``time_range`` without error.
+
+    Half of the requested times' spacing at each end (so that a rounded grid
+    such as ``np.arange(20, 61)`` covers data seen from 20.08 to 59.98), at
+    most 5% of the training range; a single time gets a tiny relative slack.
+
+    Returns
+    -------
+    below, above : float
+    """
+    lo, hi = time_range
+    tiny = 1e-9 * max(1.0, hi - lo, abs(lo), abs(hi))
+    distinct = np.unique(times)
+    if distinct.size < 2:
+        return tiny, tiny
+    cap = 0.05 * (hi - lo)
+    below = min(0.5 * (distinct[1] - distinct[0]), cap)
+    above = min(0.5 * (distinct[-1] - distinct[-2]), cap)
+    return max(below, tiny), max(above, tiny)
+
+
 def check_times_in_range(times, time_range, extrapolate):
-    """Raise if query ``times`` leave the training range and extrapolation is off."""
+    """Raise if query ``times`` leave the training range and extrapolation is off.
+
+    Times within :func:`range_slack` of the range are accepted.
+    """
     if extrapolate:
         return
     lo, hi = time_range
-    slack = 1e-9 * max(1.0, hi - lo)
-    if times.min() < lo - slack or times.max() > hi + slack:
+    below, above = range_slack(times, time_range)
+    if times.min() < lo - below or times.max() > hi + above:
         raise ValueError(
             f"requested times span [{times.min():g}, {times.max():g}] but the "
             f"training times span [{lo:g}, {hi:g}]; pass extrapolate=True to "
-            "impute outside the observed range"
+            "impute outside the observed range, or extrapolate='clip' to hold "
+            "each curve constant beyond it"
         )

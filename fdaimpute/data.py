@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import numbers
 from collections.abc import Sequence
 
@@ -19,8 +20,98 @@ def subject_label(ids, i):
     return f"subject {label!r} (position {i})"
 
 
+_DATETIME_TYPES = (datetime.date, datetime.time, datetime.timedelta)
+
+
+def is_datetime_like(x):
+    """Whether ``x`` holds dates, times of day or durations rather than numbers.
+
+    Covers numpy ``datetime64``/``timedelta64``, pandas datetime (also
+    time-zone aware) and timedelta data, and object arrays or scalars of
+    :class:`datetime.datetime`, :class:`pandas.Timestamp` and the like.
+    """
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if kind in ("M", "m"):
+        return True
+    if isinstance(x, (*_DATETIME_TYPES, np.datetime64, np.timedelta64)):
+        return True
+    if kind is not None and kind != "O":
+        return False
+    try:
+        arr = np.asarray(x)
+    except Exception:  # ragged input: other checks report it
+        return False
+    if arr.dtype.kind in "mM":
+        return True
+    if arr.dtype != object:
+        return False
+    return any(
+        isinstance(v, (*_DATETIME_TYPES, np.datetime64, np.timedelta64))
+        for v in arr.ravel()
+    )
+
+
+def check_not_datetime(x, what):
+    """Raise a TypeError explaining how to convert dates or durations to numbers."""
+    if is_datetime_like(x):
+        raise TypeError(
+            f"{what}: dates and durations are not accepted as times; convert "
+            "them to numbers first, e.g. (df['date'] - df['date'].min()) / "
+            "pd.Timedelta(days=1) for days since the first date"
+        )
+
+
+def _is_missing(v):
+    if v is None:
+        return True
+    try:
+        return bool(v != v)  # NaN, NaT
+    except (TypeError, ValueError):  # pandas.NA has no truth value
+        return True
+
+
+def _missing_mask(ids):
+    """Which entries of a 1-D id array are missing (NaN, NaT, None, pandas.NA)."""
+    if ids.dtype.kind in "fc":
+        return np.isnan(ids)
+    if ids.dtype.kind in "mM":
+        return np.isnat(ids)
+    if ids.dtype == object:
+        return np.fromiter((_is_missing(v) for v in ids), bool, count=ids.size)
+    return np.zeros(ids.shape, dtype=bool)
+
+
+def check_ids(ids, n):
+    """Validate subject ids: one per subject, none missing, all distinct."""
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or ids.shape[0] != n:
+        raise ValueError(
+            f"ids must have one entry per subject: expected {n}, got shape {ids.shape}"
+        )
+    missing = _missing_mask(ids)
+    if missing.any():
+        i = int(np.flatnonzero(missing)[0])
+        raise ValueError(
+            f"subject at position {i} has a missing id ({ids[i]!r}); "
+            "every subject needs a label"
+        )
+    try:
+        uniq, counts = np.unique(ids, return_counts=True)
+        repeated = uniq[counts > 1][:5].tolist()
+    except TypeError:  # labels of mixed types do not sort
+        seen, repeated = set(), []
+        for v in ids.tolist():
+            if v in seen and v not in repeated:
+                repeated.append(v)
+            seen.add(v)
+    if repeated:
+        raise ValueError(f"ids must be unique; repeated: {repeated[:5]}")
+    return ids
+
+
 def _as_float_1d(x, what, label):
     """Convert one subject's times or values to a 1-D float array."""
+    check_not_datetime(x, f"{label}: {what}")
     try:
         arr = np.asarray(x)
     except Exception as exc:  # ragged nested sequences and the like
@@ -95,6 +186,7 @@ class IrregularData:
     """
 
     def __init__(self, times, values, offsets, ids=None, *, duplicates="raise"):
+        check_not_datetime(times, "times")
         times = np.asarray(times, dtype=np.float64).ravel()
         values = np.asarray(values)
         offsets = np.asarray(offsets)
@@ -104,22 +196,7 @@ class IrregularData:
             raise TypeError(f"offsets must be integers, got dtype {offsets.dtype}")
         offsets = offsets.astype(np.int64)
         n = offsets.size - 1
-        if ids is None:
-            ids = np.arange(n)
-        else:
-            ids = np.asarray(ids)
-            if ids.ndim != 1 or ids.shape[0] != n:
-                raise ValueError(
-                    f"ids must have one entry per subject: expected {n}, "
-                    f"got shape {ids.shape}"
-                )
-            if ids.dtype.kind == "f" and not np.all(np.isfinite(ids)):
-                raise ValueError("ids must not contain NaN")
-            if len(np.unique(ids)) != n:
-                uniq, counts = np.unique(ids, return_counts=True)
-                raise ValueError(
-                    f"ids must be unique; repeated: {uniq[counts > 1][:5]}"
-                )
+        ids = np.arange(n) if ids is None else check_ids(ids, n)
         if offsets[0] != 0 or np.any(np.diff(offsets) < 0):
             raise ValueError("offsets must start at 0 and be non-decreasing")
         if offsets[-1] != times.size:
@@ -223,12 +300,7 @@ class IrregularData:
             )
         n = len(times)
         if ids is not None:
-            ids = np.asarray(ids)
-            if ids.ndim != 1 or ids.shape[0] != n:
-                raise ValueError(
-                    f"ids must have one entry per subject: expected {n}, "
-                    f"got shape {ids.shape}"
-                )
+            ids = check_ids(ids, n)
         t_list, y_list = [], []
         for i in range(n):
             label = subject_label(ids, i)
@@ -282,13 +354,17 @@ class IrregularData:
                     f"column {name!r} (the {role} column) is not in the table; "
                     f"columns are {columns}"
                 )
+        check_not_datetime(df[time], f"the times (column {time!r})")
         raw_ids = np.asarray(df[id])
         t = np.asarray(df[time])
         y = np.asarray(df[value])
-        if raw_ids.size and raw_ids.dtype.kind == "f" and np.isnan(raw_ids).any():
-            raise ValueError(f"column {id!r} has missing subject ids")
-        if raw_ids.dtype == object and any(v is None for v in raw_ids):
-            raise ValueError(f"column {id!r} has missing subject ids")
+        missing = _missing_mask(raw_ids)
+        if missing.any():
+            j = int(np.flatnonzero(missing)[0])
+            raise ValueError(
+                f"column {id!r} has missing subject ids (first at row {j}: "
+                f"{raw_ids[j]!r})"
+            )
         uniq, first, inverse = np.unique(
             raw_ids, return_index=True, return_inverse=True
         )
@@ -350,6 +426,7 @@ class IrregularData:
         X = X.astype(np.float64)
         if grid is None:
             grid = np.linspace(0.0, 1.0, X.shape[1]) if X.shape[1] > 1 else np.zeros(1)
+        check_not_datetime(grid, "the column times (grid)")
         grid = np.asarray(grid, dtype=np.float64)
         if grid.shape != (X.shape[1],):
             raise ValueError(
@@ -365,12 +442,7 @@ class IrregularData:
         rows, cols = np.nonzero(observed)
         counts = observed.sum(axis=1)
         if ids is not None:
-            ids = np.asarray(ids)
-            if ids.shape != (X.shape[0],):
-                raise ValueError(
-                    f"ids must have one entry per subject: expected {X.shape[0]}, "
-                    f"got shape {ids.shape}"
-                )
+            ids = check_ids(ids, X.shape[0])
         if np.any(counts == 0):
             i = int(np.flatnonzero(counts == 0)[0])
             raise ValueError(f"{subject_label(ids, i)} has no observations (all NaN)")

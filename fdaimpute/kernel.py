@@ -61,6 +61,9 @@ class KernelImputer(BaseImputer):
         Number of candidate bandwidths (geometric grid) for the search.
     extrapolate : bool, default=False
         Allow output or observation times outside the training range.
+    keep_observed : bool, default=False
+        Output observed values as they are where a grid time equals an
+        observation time (otherwise observed cells are smoothed too).
 
     Attributes
     ----------
@@ -111,6 +114,7 @@ class KernelImputer(BaseImputer):
         shrinkage="auto",
         n_bandwidths=15,
         extrapolate=False,
+        keep_observed=False,
     ):
         self.grid = grid
         self.kernel = kernel
@@ -119,6 +123,7 @@ class KernelImputer(BaseImputer):
         self.shrinkage = shrinkage
         self.n_bandwidths = n_bandwidths
         self.extrapolate = extrapolate
+        self.keep_observed = keep_observed
 
     # ------------------------------------------------------------------ #
     def _check_params(self):

@@ -235,8 +235,8 @@ def held_out_error(estimator, data, fraction=0.2, *, random_state=None):
     Parameters
     ----------
     estimator : fitted imputer
-        Anything with ``predict_at`` (returning an IrregularData or one
-        array per subject).
+        Anything with ``predict_at`` (answering one array per subject for
+        per-subject query times).
     data : IrregularData or accepted input
         Subjects to evaluate (usually not used in fitting).
     fraction : float, default=0.2
@@ -252,25 +252,14 @@ def held_out_error(estimator, data, fraction=0.2, *, random_state=None):
     if len(hidden) == 0:
         raise ValueError("no subject has enough observations to hide any")
     times = np.split(hidden.times, hidden.offsets[1:-1])
-    pred = _flat_values(estimator.predict_at(visible[rows], times))
+    answer = estimator.predict_at(visible[rows], times)
+    pred = np.concatenate(answer) if len(answer) else np.empty(0)
     if pred.shape != hidden.values.shape:
         raise ValueError(
             f"{type(estimator).__name__}.predict_at returned {pred.size} values "
             f"for {hidden.values.size} hidden observations"
         )
     return float(np.mean((pred - hidden.values) ** 2))
-
-
-def _flat_values(pred):
-    """Concatenated values of ``predict_at``'s per-subject answer.
-
-    Accepts an IrregularData (its ``values``) or a sequence of one array per
-    subject, in query order.
-    """
-    values = getattr(pred, "values", None)
-    if values is None:
-        values = np.concatenate([np.ravel(p) for p in pred]) if len(pred) else []
-    return np.asarray(values, dtype=np.float64).ravel()
 
 
 class _HeldOutScorer:

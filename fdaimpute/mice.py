@@ -57,6 +57,9 @@ class MICEImputer(BaseImputer):
         Seed of the iterative imputer.
     extrapolate : bool, default=False
         Allow times outside the training range.
+    keep_observed : bool, default=False
+        Output observed values as they are where a grid time equals an
+        observation time (otherwise observed cells are smoothed too).
 
     Attributes
     ----------
@@ -108,6 +111,7 @@ class MICEImputer(BaseImputer):
         n_nearest_features=20,
         random_state=None,
         extrapolate=False,
+        keep_observed=False,
     ):
         self.grid = grid
         self.n_bins = n_bins
@@ -115,6 +119,7 @@ class MICEImputer(BaseImputer):
         self.n_nearest_features = n_nearest_features
         self.random_state = random_state
         self.extrapolate = extrapolate
+        self.keep_observed = keep_observed
 
     def _fit(self, data):
         distinct = np.unique(data.times)

@@ -570,7 +570,10 @@ _COMMON_PARAMS_DOC = """
     grid : int or array-like, default=None
         Output grid: 101 points over the training times by default.
     extrapolate : bool, default=False
-        Allow times outside the training range."""
+        Allow times outside the training range.
+    keep_observed : bool, default=False
+        Output observed values as they are where a grid time equals an
+        observation time (otherwise observed cells are smoothed too)."""
 
 _COMMON_ATTRS_DOC = """
     module_ : torch.nn.Module
@@ -690,6 +693,7 @@ class VTImputer(_NeuralImputer):
         warm_start=False,
         grid=None,
         extrapolate=False,
+        keep_observed=False,
     ):
         self.preset = preset
         self.d_model = d_model
@@ -715,6 +719,7 @@ class VTImputer(_NeuralImputer):
         self.warm_start = warm_start
         self.grid = grid
         self.extrapolate = extrapolate
+        self.keep_observed = keep_observed
 
 
 class SANDImputer(_NeuralImputer):
@@ -840,6 +845,7 @@ class SANDImputer(_NeuralImputer):
         warm_start=False,
         grid=None,
         extrapolate=False,
+        keep_observed=False,
     ):
         self.preset = preset
         self.d_model = d_model
@@ -871,3 +877,4 @@ class SANDImputer(_NeuralImputer):
         self.warm_start = warm_start
         self.grid = grid
         self.extrapolate = extrapolate
+        self.keep_observed = keep_observed

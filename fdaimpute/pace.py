@@ -54,6 +54,9 @@ class PACEImputer(BaseImputer):
     extrapolate : bool, default=False
         Allow times outside the training range (eigenfunctions are held
         constant beyond the work grid, the mean is the local-linear fit).
+    keep_observed : bool, default=False
+        Output observed values as they are where a grid time equals an
+        observation time (otherwise observed cells are smoothed too).
     kernel : {"gaussian", "epanechnikov"}, default="gaussian"
         Smoothing kernel for the mean and the covariance (fdapace's default
         for sparse data is Gaussian).
@@ -213,6 +216,7 @@ default="cv"
         binning="auto",
         fdapace_compat=False,
         random_state=None,
+        keep_observed=False,
     ):
         self.grid = grid
         self.extrapolate = extrapolate
@@ -227,6 +231,7 @@ default="cv"
         self.binning = binning
         self.fdapace_compat = fdapace_compat
         self.random_state = random_state
+        self.keep_observed = keep_observed
 
     @classmethod
     def fdapace(cls, **params):
@@ -723,12 +728,15 @@ default="cv"
 
         Returns
         -------
-        ndarray of shape (n_subjects, n_components_)
-            ``E[xi_i | y_i]`` under the fitted model, for downstream use.
+        ndarray or DataFrame of shape (n_subjects, n_components_)
+            ``E[xi_i | y_i]`` under the fitted model, for downstream use; a
+            DataFrame indexed by subject id with columns ``score_1`` ... after
+            ``set_output(transform="pandas")``.
         """
         check_is_fitted(self, "eigenfunctions_")
         data = self._check_transform_input(X)
-        return self._posterior(data)
+        names = [f"score_{k + 1}" for k in range(self.n_components_)]
+        return self._wrap(self._posterior(data), data, columns=names)
 
 
 def _is_rule(value, name):
