@@ -222,7 +222,7 @@ def test_bad_params_are_reported_with_the_valid_names(long_csv, tmp_path, capsys
     args = ["impute", str(path), "-o", str(tmp_path / "x.csv"), *NAMES]
     with pytest.raises(SystemExit, match="unknown parameter.*bandwith") as err:
         main([*args, "--param", "bandwith=0.1"])
-    assert "valid: bandwidth, extrapolate, kernel" in str(err.value)
+    assert "valid: bandwidth, extrapolate, keep_observed, kernel" in str(err.value)
     assert "Read" not in capsys.readouterr().err  # refused before reading the data
     with pytest.raises(SystemExit, match="for --method mice; valid: extrapolate"):
         main([*args, "--method", "mice", "--param", "bandwidth=0.1"])
