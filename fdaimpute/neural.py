@@ -279,6 +279,11 @@ class _NeuralImputer(BaseImputer):
             data.take(np.sort(perm[n_val:])),
             data.take(np.sort(perm[:n_val])),
         )
+        self.split_ = {
+            "train": np.sort(perm[n_val:]),
+            "selection": np.sort(perm[:n_val]),
+            "calibration": np.sort(perm[:n_val]),
+        }
         amp = device.type == "cuda" if self.amp == "auto" else bool(self.amp)
 
         devices = [device.index or 0] if device.type == "cuda" else []
