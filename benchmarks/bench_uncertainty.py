@@ -126,8 +126,12 @@ def holdout(args):
             random_state=seed,
             split=(args.n / total, 0.0, args.n_fresh / total),
         )
-        for name, cls in (("VTImputer", fi.VTImputer), ("SANDImputer", fi.SANDImputer)):
-            est = cls(max_epochs=args.epochs, random_state=seed).fit(sim.train.data)
+        for name in args.methods:
+            est = getattr(fi, name)(
+                max_epochs=args.epochs,
+                lr_schedule=args.lr_schedule,
+                random_state=seed,
+            ).fit(sim.train.data)
             groups = {"fresh": (sim.test.data, sim.test.truth)}
             for part in ("selection", "calibration"):
                 index = est.split_[part]
@@ -147,7 +151,7 @@ def holdout(args):
                     flush=True,
                 )
     summary = []
-    for name in ("VTImputer", "SANDImputer"):
+    for name in args.methods:
         for part in ("fresh", "selection", "calibration"):
             sel = [r for r in rows if r["method"] == name and r["subjects"] == part]
             summary.append(
@@ -163,7 +167,8 @@ def holdout(args):
     print()
     print(
         f"n_i = {label}, n = {args.n} fitted (10% held out inside), "
-        f"{args.n_fresh} fresh, {args.epochs} epochs, seeds {args.seed}.."
+        f"{args.n_fresh} fresh, {args.epochs} epochs, lr_schedule "
+        f"{args.lr_schedule or 'cosine'}, seeds {args.seed}.."
         f"{args.seed + args.seeds - 1}"
     )
     print(markdown_table(rows + summary, HOLDOUT_COLUMNS, _FORMATS))
@@ -188,6 +193,19 @@ def main(argv=None):
         "--n-fresh", type=int, default=1000, help="fresh subjects (--holdout)"
     )
     parser.add_argument("--seeds", type=int, default=2, help="seeds (--holdout)")
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["VTImputer", "SANDImputer"],
+        choices=["VTImputer", "SANDImputer"],
+        help="neural imputers (--holdout)",
+    )
+    parser.add_argument(
+        "--lr-schedule",
+        default=None,
+        choices=["cosine", "constant"],
+        help="neural lr_schedule (--holdout; default: the preset's)",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         import torch

@@ -275,18 +275,17 @@ class _NeuralImputer(BaseImputer):
         if self.validation_fraction > 0 and n > 1:
             n_val = min(max(n_val, 1), n - 1)
         perm = rng.permutation(n)
-        # the held-out subjects are split in two disjoint halves: one chooses
-        # the epoch, the other calibrates the error model, so the epoch's
-        # (optimistic) score on its own subjects does not leak into the SDs
-        n_cal = n_val // 2
+        # the held-out subjects both choose the epoch and calibrate the error
+        # model: splitting them in two made the SDs worse on fresh subjects
+        # and removed no measurable optimism (bench_uncertainty --holdout)
+        held_out = np.sort(perm[:n_val])
         self.split_ = {
             "train": np.sort(perm[n_val:]),
-            "selection": np.sort(perm[n_cal:n_val]),
-            "calibration": np.sort(perm[:n_cal]),
+            "selection": held_out,
+            "calibration": held_out,
         }
         train = data.take(self.split_["train"])
-        valid = data.take(self.split_["selection"])
-        n_val -= n_cal
+        valid = data.take(held_out)
         amp = device.type == "cuda" if self.amp == "auto" else bool(self.amp)
 
         devices = [device.index or 0] if device.type == "cuda" else []
@@ -323,8 +322,8 @@ class _NeuralImputer(BaseImputer):
             trainer.fit(train_t, valid_t, valid_hidden)
 
             calib_t = None
-            if n_cal and not trainer.interrupted:
-                calib_t = self._tensors(data.take(self.split_["calibration"]), device)
+            if n_val and not trainer.interrupted:
+                calib_t = self._tensors(valid, device)
             self._fit_uncertainty(module, grid, data, calib_t, seed)
 
         history = dict(self.history_) if warm else {}
@@ -637,13 +636,11 @@ _COMMON_PARAMS_DOC = """
         CPU preset runs all epochs, as the cosine schedule improves most at
         the end; the best epoch is kept either way).
     validation_fraction : float, default=0.1
-        Share of the training subjects held out, in two disjoint halves
-        (``split_``): the *selection* half chooses the epoch whose weights
-        are kept (about a third of their points, 1 to half of each
-        subject's, are hidden and predicted from the rest); the
-        *calibration* half fits the error model behind ``return_std``. ``0``
-        keeps the epoch with the lowest training loss and gives no
-        ``return_std``.
+        Share of the training subjects held out (``split_``) to choose the
+        epoch whose weights are kept (about a third of their points, 1 to
+        half of each subject's, are hidden and predicted from the rest) and
+        then to fit the error model behind ``return_std``. ``0`` keeps the
+        epoch with the lowest training loss and gives no ``return_std``.
     clip_grad : float or None, default=1.0
         Clip the gradient's global norm (SAND's layer and the transformer
         separately).
@@ -702,9 +699,10 @@ _COMMON_ATTRS_DOC = """
         ``sand_*``) resolved from ``preset`` and the explicit parameters,
         and ``validation_fraction``.
     split_ : dict of ndarray
-        Positions among the training subjects of the ``"train"``,
-        ``"selection"`` (choose the epoch) and ``"calibration"`` (fit
-        ``error_head_``) subjects; disjoint.
+        Positions among the training subjects of the ``"train"`` subjects
+        and of the held-out ones that chose the epoch (``"selection"``) and
+        fitted ``error_head_`` (``"calibration"``; the same subjects, see
+        the Notes).
     mean_ : ndarray of shape (n_grid,)
         The mean curve on ``grid_``: the average of the imputed curves of
         the subjects passed to ``fit``.
@@ -722,7 +720,7 @@ _COMMON_ATTRS_DOC = """
         :func:`fdaimpute.noise.noise_variance`).
     error_head_ : ErrorVarianceHead or None
         The error model behind ``transform(X, return_std=True)``, fitted on
-        the calibration subjects (None without them); see
+        the held-out subjects (None without them); see
         :mod:`fdaimpute.nn.uncertainty`.
     device_ : torch.device
         Where the network lives.
@@ -762,10 +760,13 @@ class VTImputer(_NeuralImputer):
 
     ``transform(X, return_std=True)`` gives the pointwise SD of the
     imputation error from an error model fitted after training on the
-    calibration subjects (:mod:`fdaimpute.nn.uncertainty`; needs
-    ``validation_fraction > 0``), which are disjoint from the subjects that
-    chose the epoch, so the SDs are not fitted to errors that the epoch
-    choice made small; off the network's grid it is interpolated linearly.
+    held-out subjects (:mod:`fdaimpute.nn.uncertainty`; needs
+    ``validation_fraction > 0``); off the network's grid it is interpolated
+    linearly. These subjects also chose the epoch, which could make their
+    errors optimistic; measured on fresh subjects the band covers as often
+    as on them, while calibrating on a disjoint half instead lowered the
+    coverage on fresh subjects (fewer subjects to fit the error model;
+    ``benchmarks/bench_uncertainty.py --holdout``, ``docs/neural.md``).
 
     References
     ----------
@@ -908,10 +909,13 @@ class SANDImputer(_NeuralImputer):
 
     ``transform(X, return_std=True)`` gives the pointwise SD of the
     imputation error from an error model fitted after training on the
-    calibration subjects (:mod:`fdaimpute.nn.uncertainty`; needs
-    ``validation_fraction > 0``), which are disjoint from the subjects that
-    chose the epoch, so the SDs are not fitted to errors that the epoch
-    choice made small; off the network's grid it is interpolated linearly.
+    held-out subjects (:mod:`fdaimpute.nn.uncertainty`; needs
+    ``validation_fraction > 0``); off the network's grid it is interpolated
+    linearly. These subjects also chose the epoch, which could make their
+    errors optimistic; measured on fresh subjects the band covers as often
+    as on them, while calibrating on a disjoint half instead lowered the
+    coverage on fresh subjects (fewer subjects to fit the error model;
+    ``benchmarks/bench_uncertainty.py --holdout``, ``docs/neural.md``).
 
     References
     ----------
