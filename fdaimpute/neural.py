@@ -384,7 +384,7 @@ class _NeuralImputer(BaseImputer):
             delattr(self, name)
 
     def _fit_uncertainty(self, module, grid, data, calib_t, seed):
-        """Noise variance (all subjects) and error-variance head (calibration)."""
+        """Noise variance (all subjects) and error-variance head (held out)."""
         from fdaimpute.nn.uncertainty import fit_error_head
 
         try:
@@ -449,8 +449,7 @@ class _NeuralImputer(BaseImputer):
                 raise ValueError(
                     f"this {type(self).__name__} has no uncertainty estimate: it "
                     "is calibrated on held-out subjects, so fit with "
-                    "validation_fraction > 0 leaving 2 or more subjects held out "
-                    "(and subjects with 2 or more points)"
+                    "validation_fraction > 0 (and subjects with 2 or more points)"
                 )
         shape = (len(data), self.model_grid_.size)
         curves = np.empty(shape)
