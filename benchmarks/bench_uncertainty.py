@@ -17,10 +17,18 @@ of its fitted model) and VT / SAND (the error-variance head of
 :mod:`fdaimpute.nn.uncertainty`). Also the noise-variance estimates of
 :func:`fdaimpute.noise.noise_variance` and PACE against the truth.
 
+With ``--holdout`` it instead checks the neural imputers' calibration for
+optimism: it fits them on ``n`` subjects and reports the same figures on
+fresh subjects (never seen in fitting) next to those on the imputer's own
+epoch-selection and calibration subjects (``split_``); a head calibrated on
+the subjects that also chose the epoch would look better there than on
+fresh ones.
+
 Usage::
 
     python benchmarks/bench_uncertainty.py            # print the tables
     python benchmarks/bench_uncertainty.py --write    # also docs/benchmarks.md
+    python benchmarks/bench_uncertainty.py --holdout --n 1000 --epochs 20
 """
 
 from __future__ import annotations
@@ -103,6 +111,69 @@ _FORMATS = {
 }
 
 
+HOLDOUT_COLUMNS = ["method", "seed", "subjects", "n", "coverage", "MSE / mean sd^2"]
+
+
+def holdout(args):
+    """Calibration on fresh subjects vs the imputer's own held-out subjects."""
+    label = args.sparsity[0]
+    total = args.n + args.n_fresh
+    rows = []
+    for seed in range(args.seed, args.seed + args.seeds):
+        sim = fi.simulate.sand_paper(
+            n=total,
+            n_obs=SPARSITIES[label],
+            random_state=seed,
+            split=(args.n / total, 0.0, args.n_fresh / total),
+        )
+        for name in args.methods:
+            est = getattr(fi, name)(
+                max_epochs=args.epochs,
+                lr_schedule=args.lr_schedule,
+                random_state=seed,
+            ).fit(sim.train.data)
+            groups = {"fresh": (sim.test.data, sim.test.truth)}
+            for part in ("selection", "calibration"):
+                index = est.split_[part]
+                groups[part] = (sim.train.data.take(index), sim.train.truth[index])
+            for part, (data, truth) in groups.items():
+                curves, sd = est.transform(data, return_std=True)
+                row = {
+                    "method": name,
+                    "seed": seed,
+                    "subjects": part,
+                    "n": len(data),
+                    **score(curves, sd, truth),
+                }
+                rows.append(row)
+                print(
+                    markdown_table([row], HOLDOUT_COLUMNS, _FORMATS).splitlines()[-1],
+                    flush=True,
+                )
+    summary = []
+    for name in args.methods:
+        for part in ("fresh", "selection", "calibration"):
+            sel = [r for r in rows if r["method"] == name and r["subjects"] == part]
+            summary.append(
+                {
+                    "method": name,
+                    "seed": "mean",
+                    "subjects": part,
+                    "n": sel[0]["n"],
+                    "coverage": np.mean([r["coverage"] for r in sel]),
+                    "MSE / mean sd^2": np.mean([r["MSE / mean sd^2"] for r in sel]),
+                }
+            )
+    print()
+    print(
+        f"n_i = {label}, n = {args.n} fitted (10% held out inside), "
+        f"{args.n_fresh} fresh, {args.epochs} epochs, lr_schedule "
+        f"{args.lr_schedule or 'cosine'}, seeds {args.seed}.."
+        f"{args.seed + args.seeds - 1}"
+    )
+    print(markdown_table(rows + summary, HOLDOUT_COLUMNS, _FORMATS))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000, help="subjects (all splits)")
@@ -113,12 +184,37 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--write", action="store_true", help="update the docs")
+    parser.add_argument(
+        "--holdout",
+        action="store_true",
+        help="coverage on fresh vs the imputers' own held-out subjects",
+    )
+    parser.add_argument(
+        "--n-fresh", type=int, default=1000, help="fresh subjects (--holdout)"
+    )
+    parser.add_argument("--seeds", type=int, default=2, help="seeds (--holdout)")
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["VTImputer", "SANDImputer"],
+        choices=["VTImputer", "SANDImputer"],
+        help="neural imputers (--holdout)",
+    )
+    parser.add_argument(
+        "--lr-schedule",
+        default=None,
+        choices=["cosine", "constant"],
+        help="neural lr_schedule (--holdout; default: the preset's)",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
 
+    if args.holdout:
+        holdout(args)
+        return
     rows, noise_rows = [], []
     for label in args.sparsity:
         r, noise = run(label, args)

@@ -274,10 +274,17 @@ class _NeuralImputer(BaseImputer):
         if self.validation_fraction > 0 and n > 1:
             n_val = min(max(n_val, 1), n - 1)
         perm = rng.permutation(n)
-        train, valid = (
-            data.take(np.sort(perm[n_val:])),
-            data.take(np.sort(perm[:n_val])),
-        )
+        # the held-out subjects both choose the epoch and calibrate the error
+        # model: splitting them in two made the SDs worse on fresh subjects
+        # and removed no measurable optimism (bench_uncertainty --holdout)
+        held_out = np.sort(perm[:n_val])
+        self.split_ = {
+            "train": np.sort(perm[n_val:]),
+            "selection": held_out,
+            "calibration": held_out,
+        }
+        train = data.take(self.split_["train"])
+        valid = data.take(held_out)
         amp = device.type == "cuda" if self.amp == "auto" else bool(self.amp)
 
         devices = [device.index or 0] if device.type == "cuda" else []
@@ -313,7 +320,10 @@ class _NeuralImputer(BaseImputer):
             )
             trainer.fit(train_t, valid_t, valid_hidden)
 
-            self._fit_uncertainty(module, grid, data, valid_t, seed)
+            calib_t = None
+            if n_val and not trainer.interrupted:
+                calib_t = self._tensors(valid, device)
+            self._fit_uncertainty(module, grid, data, calib_t, seed)
 
         history = dict(self.history_) if warm else {}
         for key, values in trainer.history.items():
@@ -323,12 +333,57 @@ class _NeuralImputer(BaseImputer):
         self.best_epoch_ = trainer.best_epoch
         self.n_epochs_ = len(history["epoch"])
         self.stop_reason_ = trainer.stop_reason
+        self.interrupted_ = trainer.interrupted
         self.device_ = device
         self.n_parameters_ = sum(p.numel() for p in module.parameters())
+        self.config_ = {**cfg, "validation_fraction": self.validation_fraction}
+        self.mean_ = self._mean_curve(data)
         return self
 
-    def _fit_uncertainty(self, module, grid, data, valid_t, seed):
-        """Noise variance (all subjects) and error-variance head (validation)."""
+    def _mean_curve(self, data, chunk=4096):
+        """The average imputed curve of ``data``'s subjects on ``grid_``."""
+        total = np.zeros(self.grid_.size)
+        for start in range(0, len(data), chunk):
+            part = data.take(np.arange(start, min(start + chunk, len(data))))
+            total += self._transform_grid(part, self.grid_).sum(axis=0)
+        return total / len(data)
+
+    def fit(self, X, y=None):
+        """Fit the imputer on training subjects.
+
+        A fit that raises (including a ``KeyboardInterrupt`` before the
+        first epoch completes) leaves the estimator unfitted, even if it was
+        fitted before (with ``warm_start`` the network was already changed
+        in place). A ``KeyboardInterrupt`` after one or more epochs stops
+        training instead: the best epoch so far is kept, ``interrupted_``
+        is True, a ``UserWarning`` names the epochs, the error model is not
+        fitted (``return_std`` raises) and ``fit`` returns normally.
+
+        Parameters
+        ----------
+        X : IrregularData, long DataFrame, list of (t, y) pairs or 2-D array
+            Training subjects (see the class description for the formats).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The fitted imputer.
+        """
+        try:
+            return super().fit(X, y)
+        except BaseException:
+            self._clear_fitted()
+            raise
+
+    def _clear_fitted(self):
+        """Remove every fitted attribute (public names ending in ``_``)."""
+        for name in [k for k in vars(self) if k.endswith("_") and k[0] != "_"]:
+            delattr(self, name)
+
+    def _fit_uncertainty(self, module, grid, data, calib_t, seed):
+        """Noise variance (all subjects) and error-variance head (held out)."""
         from fdaimpute.nn.uncertainty import fit_error_head
 
         try:
@@ -337,10 +392,10 @@ class _NeuralImputer(BaseImputer):
             # too few within-subject pairs: the std will include the noise
             self.noise_variance_ = 0.0
         self.error_head_ = None
-        if valid_t is not None:
+        if calib_t is not None:
             self.error_head_ = fit_error_head(
                 module,
-                valid_t,
+                calib_t,
                 grid,
                 self.noise_variance_ / self.value_scale_**2,
                 anchors=getattr(self, "anchors", None),
@@ -383,10 +438,16 @@ class _NeuralImputer(BaseImputer):
         head = None
         if std:
             head = getattr(self, "error_head_", None)
+            if head is None and getattr(self, "interrupted_", False):
+                raise ValueError(
+                    f"this {type(self).__name__} has no uncertainty estimate: its "
+                    "training was interrupted before the error model was fitted; "
+                    "fit again to use return_std"
+                )
             if head is None:
                 raise ValueError(
                     f"this {type(self).__name__} has no uncertainty estimate: it "
-                    "is calibrated on the validation subjects, so fit with "
+                    "is calibrated on held-out subjects, so fit with "
                     "validation_fraction > 0 (and subjects with 2 or more points)"
                 )
         shape = (len(data), self.model_grid_.size)
@@ -537,10 +598,11 @@ _COMMON_PARAMS_DOC = """
         CPU preset runs all epochs, as the cosine schedule improves most at
         the end; the best epoch is kept either way).
     validation_fraction : float, default=0.1
-        Share of the training subjects held out to choose the epoch whose
-        weights are kept; about a third of their points (1 to half of each
-        subject's) are hidden and predicted from the rest. ``0`` keeps the
-        epoch with the lowest training loss.
+        Share of the training subjects held out (``split_``) to choose the
+        epoch whose weights are kept (about a third of their points, 1 to
+        half of each subject's, are hidden and predicted from the rest) and
+        then to fit the error model behind ``return_std``. ``0`` keeps the
+        epoch with the lowest training loss and gives no ``return_std``.
     clip_grad : float or None, default=1.0
         Clip the gradient's global norm (SAND's layer and the transformer
         separately).
@@ -588,7 +650,27 @@ _COMMON_ATTRS_DOC = """
     n_epochs_ : int
         Epochs run.
     stop_reason_ : str
-        ``"max_epochs"``, ``"early stopping"`` or ``"non-finite loss"``.
+        ``"max_epochs"``, ``"early stopping"``, ``"non-finite loss"`` (the
+        best finite epoch is kept, with a warning) or ``"interrupted"``.
+    interrupted_ : bool
+        Whether training stopped on a ``KeyboardInterrupt`` (see
+        :meth:`fit`); the best epoch so far is kept and ``error_head_`` is
+        None.
+    config_ : dict
+        The settings used: every size and training parameter (``d_model``,
+        ``n_heads``, ``encoder_layers``, ``decoder_layers``,
+        ``dim_feedforward``, ``dropout``, ``encoding_dim``, ``max_epochs``,
+        ``batch_size``, ``lr``, ``lr_schedule``, ``patience``, SAND's
+        ``sand_*``) resolved from ``preset`` and the explicit parameters,
+        and ``validation_fraction``.
+    split_ : dict of ndarray
+        Positions among the training subjects of the ``"train"`` subjects
+        and of the held-out ones that chose the epoch (``"selection"``) and
+        fitted ``error_head_`` (``"calibration"``; the same subjects, see
+        the Notes).
+    mean_ : ndarray of shape (n_grid,)
+        The mean curve on ``grid_``: the average of the imputed curves of
+        the subjects passed to ``fit``.
     grid_ : ndarray
         Output grid.
     model_grid_ : ndarray
@@ -603,7 +685,7 @@ _COMMON_ATTRS_DOC = """
         :func:`fdaimpute.noise.noise_variance`).
     error_head_ : ErrorVarianceHead or None
         The error model behind ``transform(X, return_std=True)``, fitted on
-        the validation subjects (None without them); see
+        the held-out subjects (None without them); see
         :mod:`fdaimpute.nn.uncertainty`.
     device_ : torch.device
         Where the network lives.
@@ -642,10 +724,14 @@ class VTImputer(_NeuralImputer):
     ends).
 
     ``transform(X, return_std=True)`` gives the pointwise SD of the
-    imputation error from an error model fitted on the validation subjects
-    after training (:mod:`fdaimpute.nn.uncertainty`; needs
+    imputation error from an error model fitted after training on the
+    held-out subjects (:mod:`fdaimpute.nn.uncertainty`; needs
     ``validation_fraction > 0``); off the network's grid it is interpolated
-    linearly.
+    linearly. These subjects also chose the epoch, which could make their
+    errors optimistic; measured on fresh subjects the band covers as often
+    as on them, while calibrating on a disjoint half instead lowered the
+    coverage on fresh subjects (fewer subjects to fit the error model;
+    ``benchmarks/bench_uncertainty.py --holdout``, ``docs/neural.md``).
 
     References
     ----------
@@ -789,10 +875,14 @@ class SANDImputer(_NeuralImputer):
     interpolated linearly between grid points).
 
     ``transform(X, return_std=True)`` gives the pointwise SD of the
-    imputation error from an error model fitted on the validation subjects
-    after training (:mod:`fdaimpute.nn.uncertainty`; needs
+    imputation error from an error model fitted after training on the
+    held-out subjects (:mod:`fdaimpute.nn.uncertainty`; needs
     ``validation_fraction > 0``); off the network's grid it is interpolated
-    linearly.
+    linearly. These subjects also chose the epoch, which could make their
+    errors optimistic; measured on fresh subjects the band covers as often
+    as on them, while calibrating on a disjoint half instead lowered the
+    coverage on fresh subjects (fewer subjects to fit the error model;
+    ``benchmarks/bench_uncertainty.py --holdout``, ``docs/neural.md``).
 
     References
     ----------

@@ -2,7 +2,7 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fdaimpute import KernelImputer, MICEImputer, PACEImputer
+from fdaimpute import KernelImputer, MICEImputer, PACEImputer, SANDImputer, VTImputer
 
 # These checks fit on matrices with 2 columns, i.e. 2 distinct times; PACE
 # needs at least 3 distinct times to estimate a covariance off the diagonal
@@ -20,11 +20,32 @@ _PACE_TWO_COLUMN_CHECKS = {
 }
 
 
+# Tiny networks: the checks exercise the estimator API (clone, set_params,
+# refit, idempotence with a fixed random_state...), not the fit's quality.
+# No held-out subjects: fitting the error model after training would take 90%
+# of a tiny fit's time; that path is tested in test_neural and test_uncertainty.
+_NEURAL = dict(
+    d_model=8,
+    n_heads=2,
+    encoder_layers=1,
+    decoder_layers=1,
+    dim_feedforward=16,
+    encoding_dim=8,
+    max_epochs=2,
+    batch_size=16,
+    validation_fraction=0.0,
+    device="cpu",
+    random_state=0,
+)
+
+
 def _estimators():
     return [
         KernelImputer(bandwidth=0.5),
         MICEImputer(max_iter=2, random_state=0),
         PACEImputer(random_state=0),
+        VTImputer(**_NEURAL),
+        SANDImputer(**_NEURAL, sand_head_dim=8, sand_encoding_dim=8),
     ]
 
 

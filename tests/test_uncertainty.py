@@ -141,6 +141,57 @@ def test_std_is_roughly_calibrated(fitted, sim):
     assert 0.75 <= covered <= 0.995
 
 
+def test_std_is_calibrated_on_fresh_subjects(fitted):
+    # coverage of the true curve by curve +- 1.96 sd on 500 subjects never
+    # seen in fitting (the head is calibrated on 27 held-out subjects of a
+    # model trained for 10 epochs; bench_uncertainty --holdout at full size)
+    fresh = fi.simulate.sand_paper(
+        n=500, n_obs="8-12", random_state=4, split=(0, 0, 1)
+    ).test
+    for est in fitted.values():
+        curves, std = est.transform(fresh.data, return_std=True)
+        covered = np.mean(np.abs(curves - fresh.truth) <= 1.96 * std)
+        assert 0.85 <= covered <= 0.99
+
+
+def _first_points(ragged):
+    """(time, value) of each subject's first observation: identifies it."""
+    first = ragged.offsets[:-1]
+    return set(zip(ragged.times[first].tolist(), ragged.values[first].tolist()))
+
+
+def test_error_model_is_fitted_on_the_held_out_subjects_only(sim, monkeypatch):
+    from fdaimpute.nn import Trainer, uncertainty
+
+    seen = {}
+    trainer_fit, head_fit = Trainer.fit, uncertainty.fit_error_head
+
+    def spy_trainer(self, train, valid=None, valid_hidden=None):
+        seen["train"], seen["selection"] = _first_points(train), _first_points(valid)
+        return trainer_fit(self, train, valid, valid_hidden)
+
+    def spy_head(module, data, *args, **kwargs):
+        seen["calibration"] = _first_points(data)
+        return head_fit(module, data, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "fit", spy_trainer)
+    monkeypatch.setattr(uncertainty, "fit_error_head", spy_head)
+    est = VTImputer(**{**TINY, "max_epochs": 1}).fit(sim.train.data)
+    assert est.error_head_ is not None
+    train, selection, calib = seen["train"], seen["selection"], seen["calibration"]
+    # never on a training subject; on the held-out ones that also chose the
+    # epoch (a disjoint half was measured to calibrate worse on fresh
+    # subjects, see bench_uncertainty --holdout)
+    assert len(calib) == round(0.1 * len(sim.train.data))
+    assert calib == selection and not train & calib
+    assert len(train | calib) == len(sim.train.data)
+    assert [len(est.split_[k]) for k in ("train", "selection", "calibration")] == [
+        len(train),
+        len(selection),
+        len(calib),
+    ]
+
+
 def test_std_survives_pickling(fitted, sim, tmp_path):
     est = fitted["SAND"]
     _, std = est.transform(sim.test.data, return_std=True)

@@ -134,6 +134,24 @@ class Trainer:
         ``lr``, ``seconds``, ``reg/<name>``.
     best_epoch : int
         Epoch whose state was kept.
+    stop_reason : str
+        ``"max_epochs"``, ``"early stopping"``, ``"callback"``,
+        ``"non-finite loss"`` or ``"interrupted"``.
+    interrupted : bool
+        Whether :meth:`fit` stopped on a ``KeyboardInterrupt``.
+
+    Notes
+    -----
+    Faults during :meth:`fit`:
+
+    - a non-finite loss or weight after an epoch stops training and
+      restores the best state so far with a ``UserWarning`` naming the
+      epoch; if no epoch was finite it raises ``FloatingPointError``
+      naming the epoch;
+    - a ``KeyboardInterrupt`` (Ctrl-C) stops training and restores the best
+      state so far with a ``UserWarning`` naming the epoch reached and the
+      best epoch (the interrupted epoch is not recorded); if no epoch had
+      completed the interrupt propagates.
     """
 
     def __init__(
@@ -182,6 +200,7 @@ class Trainer:
         self.start_epoch = int(start_epoch)
         self.epoch = self.start_epoch
         self.stop_reason = None
+        self.interrupted = False
 
     # ------------------------------------------------------------------ #
     # set-up
@@ -416,11 +435,15 @@ class Trainer:
                     self._diverged(epoch)
                     break
                 if score < self.best_loss:
-                    self.best_loss, self.best_epoch = score, epoch
-                    self.best_state = {
+                    state = {
                         k: v.detach().clone()
                         for k, v in self.module.state_dict().items()
                     }
+                    self.best_state, self.best_loss, self.best_epoch = (
+                        state,
+                        score,
+                        epoch,
+                    )
                     since_best = 0
                 else:
                     since_best += 1
@@ -439,6 +462,10 @@ class Trainer:
                     break
             else:
                 self.stop_reason = "max_epochs"
+        except KeyboardInterrupt:
+            if self.best_state is None:
+                raise
+            self._interrupted()
         finally:
             if bar is not None:
                 bar.close()
@@ -450,6 +477,20 @@ class Trainer:
     def on_epoch_end(self, record):
         """Hook called after each epoch with its history record; return True to stop."""
         return False
+
+    def _interrupted(self):
+        # an interrupt between two appends leaves the epoch's record partial
+        done = min(len(v) for v in self.history.values())
+        for values in self.history.values():
+            del values[done:]
+        self.interrupted = True
+        self.stop_reason = "interrupted"
+        warnings.warn(
+            f"training was interrupted (KeyboardInterrupt) in epoch {self.epoch}; "
+            f"the best state so far (epoch {self.best_epoch}) was restored",
+            UserWarning,
+            stacklevel=3,
+        )
 
     def _diverged(self, epoch):
         if self.best_state is None:
