@@ -59,8 +59,10 @@ class KernelImputer(BaseImputer):
         chooses it with the bandwidth among (0, 0.03, 0.1, 0.3, 1, 3).
     n_bandwidths : int, default=15
         Number of candidate bandwidths (geometric grid) for the search.
-    extrapolate : bool, default=False
-        Allow output or observation times outside the training range.
+    extrapolate : {False, True, "clip"}, default=False
+        Times outside the training range: ``False`` refuses them (a grid may
+        overhang the range by half its end spacing), ``True`` lets the method
+        extrapolate, ``"clip"`` holds each curve constant beyond the range.
     keep_observed : bool, default=False
         Output observed values as they are where a grid time equals an
         observation time (otherwise observed cells are smoothed too).

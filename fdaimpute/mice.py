@@ -55,8 +55,10 @@ class MICEImputer(BaseImputer):
         2.14 / 3.39 / 1.97 with all bins, and fitted 4 to 14 times faster.
     random_state : int or None, default=None
         Seed of the iterative imputer.
-    extrapolate : bool, default=False
-        Allow times outside the training range.
+    extrapolate : {False, True, "clip"}, default=False
+        Times outside the training range: ``False`` refuses them (a grid may
+        overhang the range by half its end spacing), ``True`` lets the method
+        extrapolate, ``"clip"`` holds each curve constant beyond the range.
     keep_observed : bool, default=False
         Output observed values as they are where a grid time equals an
         observation time (otherwise observed cells are smoothed too).

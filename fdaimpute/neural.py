@@ -631,8 +631,10 @@ _COMMON_PARAMS_DOC = """
         grid) instead of starting afresh; the optimizer restarts.
     grid : int or array-like, default=None
         Output grid: 101 points over the training times by default.
-    extrapolate : bool, default=False
-        Allow times outside the training range.
+    extrapolate : {False, True, "clip"}, default=False
+        Times outside the training range: ``False`` refuses them (a grid may
+        overhang the range by half its end spacing), ``True`` lets the method
+        extrapolate, ``"clip"`` holds each curve constant beyond the range.
     keep_observed : bool, default=False
         Output observed values as they are where a grid time equals an
         observation time (otherwise observed cells are smoothed too)."""

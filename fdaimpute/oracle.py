@@ -32,8 +32,9 @@ class ConditionalMean(BaseImputer):
         The data-generating process, with its ``noise_sd``.
     grid : int or array-like, default=None
         Output grid; defaults to 101 points on the process's domain.
-    extrapolate : bool, default=False
-        Allow times outside the process's domain.
+    extrapolate : {False, True, "clip"}, default=False
+        Times outside the training range: refuse them, evaluate the process
+        there (``True``), or hold each curve constant beyond the range.
 
     Examples
     --------

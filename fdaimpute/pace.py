@@ -51,9 +51,11 @@ class PACEImputer(BaseImputer):
         Output grid of ``transform``: ``None`` gives 101 points over the
         training time range (or the column times of a dense input), an int
         that many equally spaced points, an array those times.
-    extrapolate : bool, default=False
-        Allow times outside the training range (eigenfunctions are held
-        constant beyond the work grid, the mean is the local-linear fit).
+    extrapolate : {False, True, "clip"}, default=False
+        Times outside the training range: ``False`` refuses them (a grid may
+        overhang the range by half its end spacing), ``True`` extrapolates
+        (eigenfunctions held constant beyond the work grid, the mean is the
+        local-linear fit), ``"clip"`` holds each curve constant beyond the range.
     keep_observed : bool, default=False
         Output observed values as they are where a grid time equals an
         observation time (otherwise observed cells are smoothed too).
