@@ -244,7 +244,7 @@ def _search(score, bins, work_grid, n_pairs):
             cand = list(point)
             cand[axis] = float(np.clip(cand[axis] * factor, h_min, h_max))
             cand = tuple(cand)
-            if np.isclose(cand[axis], point[axis]):
+            if np.isclose(cand[axis], point[axis], rtol=1e-9, atol=0.0):
                 return point, best_score, moved
             s = score(*cand)
             if not s < best_score:

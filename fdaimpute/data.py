@@ -81,9 +81,26 @@ def _missing_mask(ids):
     return np.zeros(ids.shape, dtype=bool)
 
 
+def as_id_array(ids):
+    """Subject labels as a 1-D array that keeps each label as given.
+
+    NumPy would turn ``[1, "a"]`` into strings and a list of tuples into a
+    2-D array; labels of mixed types or tuples are kept in an object array.
+    """
+    if isinstance(ids, np.ndarray):
+        return ids
+    if hasattr(ids, "to_numpy"):  # pandas Index or Series
+        return ids.to_numpy()
+    values = list(ids)
+    kinds = {type(v) for v in values}
+    if len(kinds) == 1 and not kinds & {tuple, list}:
+        return np.asarray(values)
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
 def check_ids(ids, n):
     """Validate subject ids: one per subject, none missing, all distinct."""
-    ids = np.asarray(ids)
+    ids = as_id_array(ids)
     if ids.ndim != 1 or ids.shape[0] != n:
         raise ValueError(
             f"ids must have one entry per subject: expected {n}, got shape {ids.shape}"
@@ -365,13 +382,7 @@ class IrregularData:
                 f"column {id!r} has missing subject ids (first at row {j}: "
                 f"{raw_ids[j]!r})"
             )
-        uniq, first, inverse = np.unique(
-            raw_ids, return_index=True, return_inverse=True
-        )
-        rank = np.empty(uniq.size, dtype=np.int64)
-        rank[np.argsort(first, kind="stable")] = np.arange(uniq.size)
-        subject = rank[inverse.ravel()]
-        ids = uniq[np.argsort(first, kind="stable")]
+        subject, ids = _codes_by_first_appearance(raw_ids)
         for arr, col in ((t, time), (y, value)):
             if arr.dtype.kind not in "biuf":
                 try:
@@ -669,6 +680,29 @@ class IrregularData:
             f"n_i {counts.min()}-{counts.max()} (median {np.median(counts):g}), "
             f"times in [{lo:.4g}, {hi:.4g}])"
         )
+
+
+def _codes_by_first_appearance(labels):
+    """Number labels 0, 1, ... in order of first appearance.
+
+    Returns the code of each entry and the distinct labels in that order.
+    """
+    try:
+        uniq, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    except TypeError:  # labels of mixed types do not sort
+        codes, distinct = {}, []
+        for v in labels.tolist():
+            if v not in codes:
+                codes[v] = len(distinct)
+                distinct.append(v)
+        subject = np.fromiter(
+            (codes[v] for v in labels.tolist()), dtype=np.int64, count=labels.size
+        )
+        return subject, np.fromiter(distinct, dtype=object, count=len(distinct))
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(uniq.size, dtype=np.int64)
+    rank[order] = np.arange(uniq.size)
+    return rank[inverse.ravel()], uniq[order]
 
 
 def _first_non_numeric(arr):

@@ -140,11 +140,13 @@ class MICEImputer(BaseImputer):
             lo, hi = self.time_range_
             self.bin_edges_ = np.linspace(lo, hi, n_bins + 1)
             self.bin_centres_ = (self.bin_edges_[1:] + self.bin_edges_[:-1]) / 2
+            self._merge_empty_bins(data)
+        # A correlation needs two subjects; with fewer, use every bin.
+        nearest = self.n_nearest_features if len(data) > 2 else None
         self.imputer_ = IterativeImputer(
             max_iter=self.max_iter,
-            n_nearest_features=self.n_nearest_features,
+            n_nearest_features=nearest,
             random_state=self.random_state,
-            keep_empty_features=True,
         )
         with warnings.catch_warnings():
             # A fixed number of rounds is the method (see ``max_iter``).
@@ -159,12 +161,32 @@ class MICEImputer(BaseImputer):
         mean_row = filled.mean(axis=0, keepdims=True)
         self.mean_ = self._interpolate(mean_row, self.grid_)[0]
 
+    def _merge_empty_bins(self, data):
+        """Join each bin no training subject observes to the next observed one.
+
+        The last bins join the previous observed bin. Curves then interpolate
+        across the gap instead of imputing a column without data.
+        """
+        n_bins = self.bin_centres_.size
+        occupied = np.bincount(self._bin_of(data.times), minlength=n_bins) > 0
+        if occupied.all():
+            return
+        group = np.minimum(np.cumsum(occupied) - occupied, occupied.sum() - 1)
+        interior = np.flatnonzero(group[1:] != group[:-1]) + 1
+        self.bin_edges_ = self.bin_edges_[np.r_[0, interior, n_bins]]
+        self.bin_centres_ = self.bin_centres_[occupied]
+
+    def _bin_of(self, times):
+        """Bin index of each time; a time on an edge goes right in any unit."""
+        lo, hi = self.time_range_
+        slack = 1e-9 * (hi - lo)
+        col = np.searchsorted(self.bin_edges_, times + slack, "right") - 1
+        return np.clip(col, 0, self.bin_centres_.size - 1)
+
     def _binned(self, data):
         """Average each subject's observations within each bin; NaN if none."""
         n_bins = self.bin_centres_.size
-        col = np.clip(
-            np.searchsorted(self.bin_edges_, data.times, "right") - 1, 0, n_bins - 1
-        )
+        col = self._bin_of(data.times)
         cell = data.subject_index * n_bins + col
         size = len(data) * n_bins
         count = np.bincount(cell, minlength=size)
