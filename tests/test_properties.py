@@ -65,7 +65,9 @@ SAND_TINY = dict(NEURAL_TINY, sand_heads=2, sand_head_dim=4, sand_encoding_dim=8
 CLASSES = {
     "Kernel": (KernelImputer, {}),
     "PACE": (PACEImputer, dict(n_work_grid=31, random_state=0)),
-    "MICE": (MICEImputer, dict(max_iter=3, random_state=0)),
+    # 15 equal-width bins: with one bin per distinct time (the default on
+    # this lattice) a fit takes ~1 s; that path is covered by "MICE-distinct"
+    "MICE": (MICEImputer, dict(n_bins=15, max_iter=3, random_state=0)),
     "VT": (VTImputer, NEURAL_TINY),
     "SAND": (SANDImputer, SAND_TINY),
 }
@@ -74,7 +76,7 @@ CLASSES = {
 def make(name, **overrides):
     """A small estimator of kind ``name`` with a 21-point output grid."""
     cls, params = CLASSES[name]
-    return cls(grid=N_GRID, **{**params, **overrides})
+    return cls(**{"grid": N_GRID, **params, **overrides})
 
 
 CLASSICAL = ("Kernel", "PACE", "MICE")
@@ -136,6 +138,11 @@ def _ids(draw, kind, n):
             max_size=6,
         )
         return draw(st.lists(text, min_size=n, max_size=n, unique=True))
+    if kind == "mixed":  # ints and strings side by side
+        ints = draw(
+            st.lists(st.integers(-(10**6), 10**6), min_size=n, max_size=n, unique=True)
+        )
+        return [v if k % 2 == 0 else f"s{v}" for k, v in enumerate(ints)]
     if kind == "tuple":
         item = st.tuples(st.integers(-5, 5), st.sampled_from(["a", "b", "c"]))
         return draw(st.lists(item, min_size=n, max_size=n, unique=True))
@@ -288,17 +295,30 @@ def test_duplicate_times_in_pairs_input_give_clear_error(name):
 
 # ---------------------------------------------------------------------- #
 # fit: finite output of the right shape, or an accepted ValueError
-FIT_EXAMPLES = {"Kernel": 25, "PACE": 15, "MICE": 8, "VT": 5, "SAND": 5}
+# (case id, estimator name, parameter overrides, examples under "ci")
+FIT_CASES = [
+    ("Kernel", "Kernel", {}, 25),
+    ("Kernel-subject-gcv", "Kernel", dict(selection="subject", bandwidth="gcv"), 10),
+    ("PACE", "PACE", {}, 15),
+    ("PACE-fdapace", "PACE", dict(PACEImputer.fdapace().get_params(), grid=N_GRID), 10),
+    ("MICE", "MICE", {}, 10),
+    ("MICE-distinct", "MICE", dict(n_bins=None), 3),
+    ("VT", "VT", {}, 5),
+    ("SAND", "SAND", {}, 5),
+]
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")
-@pytest.mark.parametrize("name", by_name(ALL))
-def test_fit_transform_finite_or_clear_error(name):
+@pytest.mark.parametrize(
+    "name, overrides, n_examples",
+    [pytest.param(*case[1:], id=case[0]) for case in FIT_CASES],
+)
+def test_fit_transform_finite_or_clear_error(name, overrides, n_examples):
     @given(drawn=subjects(max_subjects=6 if name in NEURAL else 10))
-    @settings(max_examples=budget(FIT_EXAMPLES[name]))
+    @settings(max_examples=budget(n_examples))
     def check(drawn):
         data = to_data(drawn)
-        est, error = _fit_or_accepted_error(name, make(name), data)
+        est, error = _fit_or_accepted_error(name, make(name, **overrides), data)
         if error is not None:
             return
         out = est.transform(data)
@@ -340,6 +360,19 @@ def test_neural_fit_with_validation_finite_or_clear_error(name):
         "int",
         "sparse-int",
         "str",
+        pytest.param(
+            "mixed",
+            marks=pytest.mark.xfail(
+                strict=True,
+                raises=AssertionError,
+                reason=(
+                    "fdaimpute/data.py IrregularData.from_lists/__init__: "
+                    "np.asarray(ids) silently turns ids=[1, 'a'] into the "
+                    "strings ['1', 'a'], so data.ids (and the pandas index) "
+                    "no longer equal the ids given"
+                ),
+            ),
+        ),
         pytest.param(
             "tuple",
             marks=pytest.mark.xfail(
@@ -441,7 +474,25 @@ def test_scaling_values_scales_curves(name):
     check()
 
 
-@pytest.mark.parametrize("name", by_name(ALL))
+_PACE_TIME_SCALE_BUGS = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "PACE depends on the time unit. (1) fdaimpute/pace.py:_moment_sigma2 "
+        "keeps bin centres with c >= lo + 0.25 (hi - lo) and c <= lo + 0.75 "
+        "(hi - lo) exactly, so a time sitting on a quartile of the range "
+        "(lattice data: times k/100 on [0.01, 0.99], centre 0.25) is in or "
+        "out depending on rounding: times x 0.01 vs x 1 vs x 100 give "
+        "noise_variance_ 0.3037 / 0.3046 / 0.3026 and curves 0.9% apart. "
+        "(2) fdaimpute/_pace_cv.py:_search walk() stops on "
+        "np.isclose(cand, point) with the default atol=1e-8, so for times "
+        "x 1e-8 no move is ever tried (bandwidth_cov_ (h, h) instead of "
+        "(1.15 h, h), different n_components_); _Evaluator.__call__'s cache key "
+        "round(h, 12) is absolute too"
+    ),
+)
+
+
+@pytest.mark.parametrize("name", by_name(ALL, marks={"PACE": _PACE_TIME_SCALE_BUGS}))
 def test_scaling_times_keeps_curves(name):
     @given(drawn=_scale_inputs(name), c=scale_factors)
     @settings(max_examples=budget(SCALE_EXAMPLES[name]))
@@ -455,6 +506,36 @@ def test_scaling_times_keeps_curves(name):
         _close(est_c.transform(scaled), base, SCALE_RTOL[name])
 
     check()
+
+
+@pytest.mark.parametrize(
+    "c",
+    [
+        pytest.param(
+            1e-8,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "fdaimpute/_pace_cv.py:_search walk() tests "
+                    "np.isclose(cand, point) with the default atol=1e-8: "
+                    "with times in units of 1e-8 every move looks like no "
+                    "move, so bandwidth_cov_ stays isotropic (h, h)"
+                ),
+            ),
+        ),
+        1e-4,
+        1e4,
+        1e8,
+    ],
+)
+def test_pace_bandwidth_search_is_unit_free(c):
+    # the cross-validated bandwidths follow the time unit exactly
+    data = fixed_training_data(n=11, seed=3)
+    base = make("PACE").fit(data)
+    est = make("PACE").fit(data.with_values(data.values, times=data.times * c))
+    assert_allclose(np.divide(est.bandwidth_cov_, c), base.bandwidth_cov_, rtol=1e-9)
+    assert_allclose(est.bandwidth_mean_ / c, base.bandwidth_mean_, rtol=1e-9)
+    assert est.n_components_ == base.n_components_
 
 
 # ---------------------------------------------------------------------- #
