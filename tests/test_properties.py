@@ -155,6 +155,7 @@ def subjects(
     min_subjects=1,
     max_subjects=10,
     max_points=50,
+    min_points=1,
     scales=True,
     constant=True,
     duplicates=True,
@@ -173,7 +174,7 @@ def subjects(
     lo, hi = lattice
     times, values, has_dup = [], [], False
     for _ in range(n):
-        k = draw(st.integers(1, min(max_points, hi - lo + 1)))
+        k = draw(st.integers(min_points, min(max_points, hi - lo + 1)))
         ticks = draw(st.lists(st.integers(lo, hi), min_size=k, max_size=k, unique=True))
         t = np.array(ticks, dtype=np.float64) / TICKS
         if constant and draw(st.booleans()) and draw(st.booleans()):
@@ -351,6 +352,62 @@ def test_neural_fit_with_validation_finite_or_clear_error(name):
     check()
 
 
+def _edge_cases():
+    lists = IrregularData.from_lists
+    k = np.arange(8.0)
+    return {
+        "one-point": lists([[0.5]], [[1.0]]),
+        "one-subject": lists([[0.0, 1.0]], [[1.0, 2.0]]),
+        "singletons": lists([[t] for t in k / 7], [[v] for v in k]),
+        "two-times": lists([[0.0, 1.0]] * 6, [[i, 2.0 * i] for i in range(6)]),
+        "all-equal": lists([[0.0, 0.5, 1.0]] * 6, [[3.0] * 3] * 6),
+        "levels": lists([k / 7] * 6, [np.full(8, float(i)) for i in range(6)]),
+        "t1e8-y1e-8": lists(
+            [np.linspace(0, 1e8, 7) + i for i in range(8)],
+            [1e-8 * np.sin(np.arange(7) + i) for i in range(8)],
+        ),
+        "t1e-8-y1e8": lists(
+            [np.linspace(0, 1e-8, 7) * (1 + 0.01 * i) for i in range(8)],
+            [1e8 * np.cos(np.arange(7) + i) for i in range(8)],
+        ),
+        "offset-1e8": lists(
+            [1e8 + np.linspace(0, 1, 7) + 0.01 * i for i in range(8)],
+            [np.cos(np.arange(7) + i) for i in range(8)],
+        ),
+    }
+
+
+# (case, estimator) -> the start of the ValueError it must raise
+EDGE_ERRORS = {
+    **{("one-point", n): "all training observations are at one time" for n in ALL},
+    ("one-subject", "PACE"): "only 2 distinct observation time",
+    ("singletons", "PACE"): "every subject has a single observation",
+    ("two-times", "PACE"): "only 2 distinct observation time",
+    ("all-equal", "PACE"): "all observed values are equal",
+}
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("case", list(_edge_cases()))
+@pytest.mark.parametrize("name", by_name(ALL))
+def test_edge_cases_fit_or_clear_error(name, case):
+    data = _edge_cases()[case]
+    est = make(name)
+    if (case, name) in EDGE_ERRORS:
+        with pytest.raises(ValueError, match=re.escape(EDGE_ERRORS[case, name])):
+            est.fit(data)
+        return
+    out = est.fit(data).transform(data)
+    assert out.shape == (len(data), N_GRID)
+    assert np.isfinite(out).all()
+    if case == "all-equal" and name in ("Kernel", "MICE"):
+        if name == "MICE":
+            pytest.xfail(_MICE_EMPTY_BINS.kwargs["reason"])
+        # a constant is reproduced (Kernel: local-linear fits are exact for
+        # lines; MICE: every cell is observed or regressed on constants)
+        assert_allclose(out, 3.0, rtol=1e-12)
+
+
 # ---------------------------------------------------------------------- #
 # transform: rows follow subjects and ids
 @pytest.mark.parametrize("name", by_name(ALL))
@@ -452,6 +509,7 @@ def _scale_inputs(name):
     return subjects(
         min_subjects=6 if name in NEURAL else 8,
         max_subjects=8 if name in NEURAL else 12,
+        min_points=3,
         max_points=12,
         scales=False,
         constant=False,
@@ -474,25 +532,42 @@ def test_scaling_values_scales_curves(name):
     check()
 
 
-_PACE_TIME_SCALE_BUGS = pytest.mark.xfail(
+_MICE_EMPTY_BINS = pytest.mark.xfail(
     strict=True,
     reason=(
-        "PACE depends on the time unit. (1) fdaimpute/pace.py:_moment_sigma2 "
-        "keeps bin centres with c >= lo + 0.25 (hi - lo) and c <= lo + 0.75 "
-        "(hi - lo) exactly, so a time sitting on a quartile of the range "
-        "(lattice data: times k/100 on [0.01, 0.99], centre 0.25) is in or "
-        "out depending on rounding: times x 0.01 vs x 1 vs x 100 give "
-        "noise_variance_ 0.3037 / 0.3046 / 0.3026 and curves 0.9% apart. "
-        "(2) fdaimpute/_pace_cv.py:_search walk() stops on "
-        "np.isclose(cand, point) with the default atol=1e-8, so for times "
-        "x 1e-8 no move is ever tried (bandwidth_cov_ (h, h) instead of "
-        "(1.15 h, h), different n_components_); _Evaluator.__call__'s cache key "
-        "round(h, 12) is absolute too"
+        "fdaimpute/mice.py:MICEImputer._fit uses IterativeImputer("
+        "keep_empty_features=True), which fills a bin that no training "
+        "subject observes with 0, so curves drop to 0 there: six subjects "
+        "all equal to 3 at times (0, 0.5, 1) with n_bins=15 give curves "
+        "3, 0, ..., 0, 3, 0, ..., 0, 3; adding a constant to all values does "
+        "not shift the curves in those bins"
     ),
 )
 
 
-@pytest.mark.parametrize("name", by_name(ALL, marks={"PACE": _PACE_TIME_SCALE_BUGS}))
+# Values + b: every method is shift-equivariant (local-linear fits and the
+# pooled mean; PACE's mean absorbs b and the covariance ignores it; the
+# neural imputers subtract the mean; MICE's Bayesian ridge has an
+# intercept and its initial fill is the column mean).
+@pytest.mark.parametrize("name", by_name(ALL, marks={"MICE": _MICE_EMPTY_BINS}))
+def test_shifting_values_shifts_curves(name):
+    @given(drawn=_scale_inputs(name), b=st.sampled_from([-100.0, -1.0, 3.0, 1e3]))
+    @settings(max_examples=budget(SCALE_EXAMPLES[name]))
+    def check(drawn, b):
+        data = to_data(drawn)
+        base = make(name).fit(data).transform(data)
+        shifted = data.with_values(data.values + b)
+        out = make(name).fit(shifted).transform(shifted)
+        rtol = SCALE_RTOL[name]
+        atol = rtol * (abs(b) + np.abs(base).max())
+        assert_allclose(out - b, base, rtol=rtol, atol=atol)
+
+    check()
+
+
+# On current code PACE's time-unit dependence (see the two unit_free tests
+# below) is found by the dev profile; the ci examples happen to pass.
+@pytest.mark.parametrize("name", by_name(ALL))
 def test_scaling_times_keeps_curves(name):
     @given(drawn=_scale_inputs(name), c=scale_factors)
     @settings(max_examples=budget(SCALE_EXAMPLES[name]))
@@ -536,6 +611,44 @@ def test_pace_bandwidth_search_is_unit_free(c):
     assert_allclose(np.divide(est.bandwidth_cov_, c), base.bandwidth_cov_, rtol=1e-9)
     assert_allclose(est.bandwidth_mean_ / c, base.bandwidth_mean_, rtol=1e-9)
     assert est.n_components_ == base.n_components_
+
+
+def _quartile_lattice_data(seed=5, n=12):
+    """Times k/100 on [0.01, 0.99], one subject observed at 0.25."""
+    rng = np.random.default_rng(seed)
+    times, values = [], []
+    for i in range(n):
+        ticks = rng.choice(np.arange(1, TICKS), size=rng.integers(3, 12), replace=False)
+        if i == 0:
+            ticks[:3] = (1, 25, 99)
+        t = np.unique(ticks) / TICKS
+        a, b, phase = rng.normal(size=3)
+        times.append(t)
+        values.append(
+            a + b * np.sin(2 * np.pi * t + phase) + 0.3 * rng.normal(size=t.size)
+        )
+    return IrregularData.from_lists(times, values)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "fdaimpute/pace.py:_moment_sigma2 keeps bin centres c with "
+        "lo + 0.25 (hi - lo) <= c <= lo + 0.75 (hi - lo) compared exactly; "
+        "a time on a quartile of the range (0.25 on [0.01, 0.99]) is in or "
+        "out depending on rounding, so noise_variance_ is 0.0266 with times "
+        "as given and 0.0873 / 0.0752 with times x 0.01 / x 100 (seed 5 "
+        "below); a relative slack of ~1e-9 (hi - lo) would fix it"
+    ),
+)
+@pytest.mark.parametrize("c", [0.01, 100.0])
+def test_pace_noise_variance_is_unit_free(c):
+    data = _quartile_lattice_data()
+    base = make("PACE").fit(data)
+    est = make("PACE").fit(data.with_values(data.values, times=data.times * c))
+    assert_allclose(est.noise_variance_, base.noise_variance_, rtol=1e-9)
+    scaled = data.with_values(data.values, times=data.times * c)
+    _close(est.transform(scaled), base.transform(data), 1e-6)
 
 
 # ---------------------------------------------------------------------- #
