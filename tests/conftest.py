@@ -1,0 +1,30 @@
+"""Shared pytest configuration: hypothesis profiles.
+
+``ci`` (the default) is derandomized, so every run tries the same examples;
+``HYPOTHESIS_PROFILE=dev`` tries ten times as many, freshly drawn.
+"""
+
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=10,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    # no shrinking: keeps strict xfails and real failures fast; use the dev
+    # profile (or the printed blob) to get a minimal example
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "dev",
+    max_examples=100,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
