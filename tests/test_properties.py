@@ -403,8 +403,6 @@ def test_edge_cases_fit_or_clear_error(name, case):
     assert out.shape == (len(data), N_GRID)
     assert np.isfinite(out).all()
     if case == "all-equal" and name in ("Kernel", "MICE"):
-        if name == "MICE":
-            pytest.xfail(_MICE_EMPTY_BINS.kwargs["reason"])
         # a constant is reproduced (Kernel: local-linear fits are exact for
         # lines; MICE: every cell is observed or regressed on constants)
         assert_allclose(out, 3.0, rtol=1e-12)
@@ -419,32 +417,8 @@ def test_edge_cases_fit_or_clear_error(name, case):
         "int",
         "sparse-int",
         "str",
-        pytest.param(
-            "mixed",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,
-                reason=(
-                    "fdaimpute/data.py IrregularData.from_lists/__init__: "
-                    "np.asarray(ids) silently turns ids=[1, 'a'] into the "
-                    "strings ['1', 'a'], so data.ids (and the pandas index) "
-                    "no longer equal the ids given"
-                ),
-            ),
-        ),
-        pytest.param(
-            "tuple",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=ValueError,
-                reason=(
-                    "fdaimpute/data.py IrregularData.from_lists/__init__: "
-                    "np.asarray(ids) turns a list of tuples into a 2-D array, "
-                    "so ids=[(0, 'a'), (1, 'b')] raises 'ids must have one "
-                    "entry per subject: expected 2, got shape (2, 2)'"
-                ),
-            ),
-        ),
+        "mixed",
+        "tuple",
     ],
 )
 def test_output_rows_follow_subjects_and_ids(fitted, name, id_kind):
@@ -534,24 +508,11 @@ def test_scaling_values_scales_curves(name):
     check()
 
 
-_MICE_EMPTY_BINS = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "fdaimpute/mice.py:MICEImputer._fit uses IterativeImputer("
-        "keep_empty_features=True), which fills a bin that no training "
-        "subject observes with 0, so curves drop to 0 there: six subjects "
-        "all equal to 3 at times (0, 0.5, 1) with n_bins=15 give curves "
-        "3, 0, ..., 0, 3, 0, ..., 0, 3; adding a constant to all values does "
-        "not shift the curves in those bins"
-    ),
-)
-
-
 # Values + b: every method is shift-equivariant (local-linear fits and the
 # pooled mean; PACE's mean absorbs b and the covariance ignores it; the
 # neural imputers subtract the mean; MICE's Bayesian ridge has an
 # intercept and its initial fill is the column mean).
-@pytest.mark.parametrize("name", by_name(ALL, marks={"MICE": _MICE_EMPTY_BINS}))
+@pytest.mark.parametrize("name", by_name(ALL))
 def test_shifting_values_shifts_curves(name):
     @given(drawn=_scale_inputs(name), b=st.sampled_from([-100.0, -1.0, 3.0, 1e3]))
     @settings(max_examples=budget(SCALE_EXAMPLES[name]))
@@ -588,18 +549,7 @@ def test_scaling_times_keeps_curves(name):
 @pytest.mark.parametrize(
     "c",
     [
-        pytest.param(
-            1e-8,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "fdaimpute/_pace_cv.py:_search walk() tests "
-                    "np.isclose(cand, point) with the default atol=1e-8: "
-                    "with times in units of 1e-8 every move looks like no "
-                    "move, so bandwidth_cov_ stays isotropic (h, h)"
-                ),
-            ),
-        ),
+        1e-8,
         1e-4,
         1e4,
         1e8,
@@ -632,17 +582,6 @@ def _quartile_lattice_data(seed=5, n=12):
     return IrregularData.from_lists(times, values)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "fdaimpute/pace.py:_moment_sigma2 keeps bin centres c with "
-        "lo + 0.25 (hi - lo) <= c <= lo + 0.75 (hi - lo) compared exactly; "
-        "a time on a quartile of the range (0.25 on [0.01, 0.99]) is in or "
-        "out depending on rounding, so noise_variance_ is 0.0266 with times "
-        "as given and 0.0873 / 0.0752 with times x 0.01 / x 100 (seed 5 "
-        "below); a relative slack of ~1e-9 (hi - lo) would fix it"
-    ),
-)
 @pytest.mark.parametrize("c", [0.01, 100.0])
 def test_pace_noise_variance_is_unit_free(c):
     data = _quartile_lattice_data()
@@ -653,16 +592,6 @@ def test_pace_noise_variance_is_unit_free(c):
     _close(est.transform(scaled), base.transform(data), 1e-6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "fdaimpute/mice.py:MICEImputer._binned assigns bins by searchsorted "
-        "on linspace(lo, hi, n_bins + 1) edges compared exactly; a lattice "
-        "time on an edge (0.36 on [0.04, 1] with 15 bins) changes bin with "
-        "the time unit, so times x 10 or x 0.1 give curves up to 0.41 apart "
-        "on the data below (x 100 agrees to 4e-15)"
-    ),
-)
 @pytest.mark.parametrize("c", [10.0, 0.1])
 def test_mice_bins_are_unit_free(c):
     times = [[0.74], [0.52], [0.04], [0.44, 0.53, 0.35, 0.26, 0.11, 0.49, 0.72]]
@@ -675,16 +604,6 @@ def test_mice_bins_are_unit_free(c):
     _close(make("MICE").fit(scaled).transform(scaled), base, 1e-9)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeWarning,
-    reason=(
-        "fdaimpute/mice.py:MICEImputer._fit passes n_nearest_features=20 to "
-        "IterativeImputer whatever the number of training subjects; with one "
-        "subject and more than 20 bins sklearn's correlation of the bins "
-        "emits 'RuntimeWarning: Degrees of freedom <= 0 for slice'"
-    ),
-)
 @pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_mice_one_subject_many_bins_fits_cleanly():
     data = IrregularData.from_lists([np.arange(30) / 29], [np.sin(np.arange(30.0))])
@@ -725,14 +644,10 @@ def test_refit_equals_fresh_fit(name):
 def test_pickle_round_trip_is_bit_identical(fitted, name):
     est = fitted[name]
     again = pickle.loads(pickle.dumps(est))
-    # TODO(save/load): only the neural imputers have save/load today; the
-    # file format is being redesigned. Extend to every imputer once it lands.
-    loaded = None
-    if hasattr(type(est), "save") and hasattr(type(est), "load"):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "model.bin"
-            est.save(path)
-            loaded = type(est).load(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.fdai"
+        est.save(path)
+        loaded = type(est).load(path)
 
     with_std = name in ("PACE",) + NEURAL
 
@@ -742,14 +657,15 @@ def test_pickle_round_trip_is_bit_identical(fitted, name):
         data = to_data(drawn)
         expected = est.transform(data)
         assert_array_equal(again.transform(data), expected)
-        if loaded is not None:
-            assert_array_equal(loaded.transform(data), expected)
+        assert_array_equal(loaded.transform(data), expected)
         if with_std:
             _, std = est.transform(data, return_std=True)
             assert_array_equal(again.transform(data, return_std=True)[1], std)
+            assert_array_equal(loaded.transform(data, return_std=True)[1], std)
 
     check()
     assert again.get_params() == est.get_params()
+    assert loaded.get_params() == est.get_params()
 
 
 def test_shared_fixture_is_not_mutated(fitted, train):
