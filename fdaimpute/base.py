@@ -133,6 +133,9 @@ class BaseImputer(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Fit the imputer on training subjects.
 
+        A fit that raises leaves the estimator unfitted, even if it was
+        fitted before: never half-fitted with attributes of two fits.
+
         Parameters
         ----------
         X : IrregularData, DataFrame, list of (t, y) pairs or 2-D array
@@ -145,16 +148,25 @@ class BaseImputer(TransformerMixin, BaseEstimator):
         self : object
             The fitted imputer.
         """
-        extrapolate = self._extrapolation()
-        data = self._validate_input(X, reset=True)
-        self.time_range_ = data.time_range
-        dense_times = getattr(self, "dense_times_", None)
-        grid = resolve_grid(self.grid, self.time_range_, dense_times)
-        check_times_in_range(grid, self.time_range_, extrapolate)
-        self.grid_ = grid
-        self.n_subjects_fit_ = len(data)
-        self._fit(data)
+        try:
+            extrapolate = self._extrapolation()
+            data = self._validate_input(X, reset=True)
+            self.time_range_ = data.time_range
+            dense_times = getattr(self, "dense_times_", None)
+            grid = resolve_grid(self.grid, self.time_range_, dense_times)
+            check_times_in_range(grid, self.time_range_, extrapolate)
+            self.grid_ = grid
+            self.n_subjects_fit_ = len(data)
+            self._fit(data)
+        except BaseException:
+            self._clear_fitted()
+            raise
         return self
+
+    def _clear_fitted(self):
+        """Remove every fitted attribute (public names ending in ``_``)."""
+        for name in [k for k in vars(self) if k.endswith("_") and k[0] != "_"]:
+            delattr(self, name)
 
     def fit_transform(self, X, y=None, return_std=False):
         """Fit on ``X``, then impute the same subjects on ``grid_``.

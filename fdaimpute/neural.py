@@ -371,16 +371,7 @@ class _NeuralImputer(BaseImputer):
         self : object
             The fitted imputer.
         """
-        try:
-            return super().fit(X, y)
-        except BaseException:
-            self._clear_fitted()
-            raise
-
-    def _clear_fitted(self):
-        """Remove every fitted attribute (public names ending in ``_``)."""
-        for name in [k for k in vars(self) if k.endswith("_") and k[0] != "_"]:
-            delattr(self, name)
+        return super().fit(X, y)
 
     def _fit_uncertainty(self, module, grid, data, calib_t, seed):
         """Noise variance (all subjects) and error-variance head (held out)."""

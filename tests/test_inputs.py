@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 
 from fdaimpute import IrregularData, KernelImputer, MICEImputer, PACEImputer
 
@@ -381,3 +382,18 @@ def test_n_features_in_follows_the_last_fit():
     imp.fit(data)
     assert not hasattr(imp, "n_features_in_")
     assert not hasattr(imp, "dense_times_")
+
+
+@pytest.mark.parametrize("make", [KernelImputer, PACEImputer], ids=["kernel", "pace"])
+def test_a_failed_refit_leaves_the_estimator_unfitted(make):
+    rng = np.random.default_rng(0)
+    good = IrregularData.from_lists(
+        [np.sort(rng.uniform(size=6)) for _ in range(30)],
+        [rng.normal(size=6) for _ in range(30)],
+    )
+    est = make(grid=11).fit(good)
+    with pytest.raises(ValueError):
+        est.set_params(grid=[0.5, 0.2]).fit(good)  # not increasing
+    assert not [k for k in vars(est) if k.endswith("_") and not k.startswith("_")]
+    with pytest.raises(NotFittedError):
+        est.transform(good)
