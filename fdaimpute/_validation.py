@@ -202,7 +202,14 @@ def check_positive_number(value, name):
     return float(value)
 
 
-def check_in_range(data, time_range, *, extrapolate, tol=1e-9):
+def rounding_slack(time_range):
+    """Rounding tolerance at the ends of ``time_range``, in the unit of time."""
+    lo, hi = time_range
+    scale = max(hi - lo, abs(lo), abs(hi))
+    return 1e-9 * scale if scale > 0 else 1e-300
+
+
+def check_in_range(data, time_range, *, extrapolate):
     """Raise if an observation time lies outside the fitted time range.
 
     With ``extrapolate`` True or ``"clip"`` such observations are allowed and
@@ -211,7 +218,7 @@ def check_in_range(data, time_range, *, extrapolate, tol=1e-9):
     if extrapolate or len(data) == 0:
         return
     lo, hi = time_range
-    slack = tol * max(1.0, hi - lo)
+    slack = rounding_slack(time_range)
     bad = (data.times < lo - slack) | (data.times > hi + slack)
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
@@ -235,7 +242,7 @@ def range_slack(times, time_range):
     below, above : float
     """
     lo, hi = time_range
-    tiny = 1e-9 * max(1.0, hi - lo, abs(lo), abs(hi))
+    tiny = rounding_slack(time_range)
     distinct = np.unique(times)
     if distinct.size < 2:
         return tiny, tiny

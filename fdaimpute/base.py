@@ -15,6 +15,7 @@ from fdaimpute._validation import (
     check_times_in_range,
     frame_axes,
     resolve_grid,
+    rounding_slack,
 )
 from fdaimpute.data import IrregularData, check_not_datetime, subject_label
 
@@ -348,7 +349,7 @@ class BaseImputer(TransformerMixin, BaseEstimator):
         if self._extrapolation():
             return
         lo, hi = self.time_range_
-        slack = 1e-9 * max(1.0, hi - lo, abs(lo), abs(hi))
+        slack = rounding_slack(self.time_range_)
         bad = (flat < lo - slack) | (flat > hi + slack)
         if bad.any():
             j = int(np.flatnonzero(bad)[0])

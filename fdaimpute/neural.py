@@ -14,7 +14,11 @@ import warnings
 import numpy as np
 from sklearn.utils import check_random_state
 
-from fdaimpute._validation import check_positive_int, check_positive_number
+from fdaimpute._validation import (
+    check_positive_int,
+    check_positive_number,
+    rounding_slack,
+)
 from fdaimpute.base import BaseImputer, grid_segments, interpolate_rows
 from fdaimpute.noise import noise_variance
 
@@ -222,7 +226,7 @@ class _NeuralImputer(BaseImputer):
     def _model_grid(self):
         """The grid the network outputs: ``grid_``, widened to cover the data."""
         grid, (lo, hi) = self.grid_, self.time_range_
-        slack = 1e-9 * max(1.0, hi - lo)
+        slack = rounding_slack(self.time_range_)
         if grid[0] <= lo + slack and grid[-1] >= hi - slack:
             return grid
         a, b = min(lo, grid[0]), max(hi, grid[-1])

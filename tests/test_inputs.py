@@ -397,3 +397,18 @@ def test_a_failed_refit_leaves_the_estimator_unfitted(make):
     assert not [k for k in vars(est) if k.endswith("_") and not k.startswith("_")]
     with pytest.raises(NotFittedError):
         est.transform(good)
+
+
+def test_range_tolerance_follows_the_unit_of_time():
+    rng = np.random.default_rng(1)
+    times = [np.sort(rng.uniform(size=5)) for _ in range(20)]
+    times[0][0], times[1][-1] = 0.0, 1.0
+    values = [rng.normal(size=5) for _ in range(20)]
+    for scale in (1e-8, 1.0, 1e8):
+        data = IrregularData.from_lists([t * scale for t in times], values)
+        est = KernelImputer(grid=11).fit(data)
+        late = [(np.array([0.5, 1.05]) * scale, np.zeros(2))]
+        with pytest.raises(ValueError, match="outside the training range"):
+            est.transform(late)
+        inside = [(np.array([0.5, 1.0 + 1e-12]) * scale, np.zeros(2))]
+        assert est.transform(inside).shape == (1, 11)
