@@ -36,6 +36,15 @@ class ConditionalMean(BaseImputer):
         Times outside the training range: refuse them, evaluate the process
         there (``True``), or hold each curve constant beyond the range.
 
+    Attributes
+    ----------
+    grid_ : ndarray of shape (n_grid,)
+        The output grid.
+    mean_ : ndarray of shape (n_grid,)
+        The process's mean curve on ``grid_``.
+    noise_variance_ : float
+        The process's measurement-error variance.
+
     Examples
     --------
     >>> import fdaimpute as fi
@@ -62,6 +71,16 @@ class ConditionalMean(BaseImputer):
     def grid_(self):
         grid = 101 if self.grid is None else self.grid
         return resolve_grid(grid, self.process.domain)
+
+    @property
+    def mean_(self):
+        """The process's mean curve on ``grid_``."""
+        return self.process.mean(self.grid_)
+
+    @property
+    def noise_variance_(self):
+        """The process's measurement-error variance."""
+        return float(self.process.noise_sd**2)
 
     def fit(self, X=None, y=None):
         """Check the input (if any) and return self; the oracle learns nothing."""

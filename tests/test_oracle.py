@@ -69,3 +69,14 @@ def test_oracle_derivative_and_predict_at():
     full = oracle.transform(sim.test.data)
     col = np.rint(at_obs.times * 100).astype(int)
     assert_allclose(at_obs.values, full[at_obs.subject_index, col], atol=1e-10)
+
+
+def test_oracle_shares_the_fitted_attributes_of_the_imputers():
+    sim = fi.simulate.sand_paper(n=100, n_obs="8-12", random_state=0)
+    oracle = fi.oracle.ConditionalMean(sim.process, grid=sim.grid)
+    assert oracle.mean_.shape == oracle.grid_.shape
+    # a subject observed exactly on the mean curve has zero scores
+    t = sim.grid[::10]
+    flat = oracle.transform([(t, sim.process.mean(t))])[0]
+    np.testing.assert_allclose(flat, oracle.mean_, atol=1e-12)
+    assert oracle.noise_variance_ == sim.process.noise_sd**2
