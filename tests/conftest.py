@@ -1,4 +1,4 @@
-"""Shared pytest configuration: hypothesis profiles.
+"""Shared pytest configuration: torch on one thread, hypothesis profiles.
 
 ``ci`` (the default) is derandomized, so every run tries the same examples;
 ``HYPOTHESIS_PROFILE=dev`` tries ten times as many, freshly drawn.
@@ -6,7 +6,23 @@
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_torch_thread():
+    """Run torch on one thread: the tiny test models train fastest that way."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 
 settings.register_profile(
     "ci",

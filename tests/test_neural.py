@@ -34,14 +34,6 @@ ESTIMATORS = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def sim():
     return fi.simulate.sand_paper(n=80, n_obs="8-12", random_state=0)

@@ -28,16 +28,6 @@ from fdaimpute.nn import (  # noqa: E402
     two_sided_integral,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # the suite must stay fast on small shared machines
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 TINY = dict(
     d_model=16,
     n_heads=2,

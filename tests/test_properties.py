@@ -218,14 +218,6 @@ def fixed_training_data(n=30, seed=0):
     return IrregularData.from_lists(times, values)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def train():
     return fixed_training_data()
