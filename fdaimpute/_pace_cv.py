@@ -91,7 +91,7 @@ class _Evaluator:
         self.inv_fit, self.inv_new = inverse[:n_fit], inverse[n_fit:]
 
     def __call__(self, along, across):
-        key = (round(float(along), 12), round(float(across), 12))
+        key = (float(f"{along:.12g}"), float(f"{across:.12g}"))
         if key in self.cache:
             return self.cache[key]
         est = self.est
