@@ -115,10 +115,9 @@ def budget(n):
     return max(1, n * settings.default.max_examples // 10)
 
 
-def by_name(names, marks=None):
-    """pytest params, one per estimator name, with optional per-name marks."""
-    marks = marks or {}
-    return [pytest.param(n, id=n, marks=marks.get(n, ())) for n in names]
+def by_name(names):
+    """pytest params, one per estimator name."""
+    return [pytest.param(n, id=n) for n in names]
 
 
 # ---------------------------------------------------------------------- #
