@@ -13,9 +13,9 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from scipy.interpolate import CubicSpline
 
 from fdaimpute import _fpca
+from fdaimpute._interpolate import spline_columns
 
 HIDE_FRACTION = 0.2
 MAX_SUBJECTS = 3000
@@ -108,8 +108,7 @@ class _Evaluator:
             self.cache[key] = np.full(self.max_k, np.inf)
             return self.cache[key]
         lam = values[: phi.shape[1]]
-        spline = CubicSpline(est.work_grid_, phi, axis=0)
-        at_unique = spline(self.unique_times)
+        at_unique = spline_columns(est.work_grid_, phi, self.unique_times)
         b_fit, b_new = at_unique[self.inv_fit], at_unique[self.inv_new]
         try:
             pred = _fpca.cumulative_predictions(

@@ -7,6 +7,8 @@ import sklearn
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from fdaimpute._interpolate import interpolate_rows
+from fdaimpute._params import Boolean, validate_params
 from fdaimpute._validation import (
     as_irregular,
     check_extrapolate,
@@ -67,6 +69,10 @@ class BaseImputer(TransformerMixin, BaseEstimator):
     of the range (derivative 0 there). Both also accept new subjects
     observed outside the range, using those observations as they are.
     """
+
+    # Every parameter's accepted values (see fdaimpute._params); subclasses
+    # extend this dict. ``grid`` and ``extrapolate`` have checks of their own.
+    _param_constraints = {"keep_observed": [Boolean()]}
 
     def __init_subclass__(cls, **kwargs):
         # Output wrapping is done here (indexed by subject id), not by sklearn.
@@ -150,6 +156,7 @@ class BaseImputer(TransformerMixin, BaseEstimator):
             The fitted imputer.
         """
         try:
+            validate_params(self)
             extrapolate = self._extrapolation()
             data = self._validate_input(X, reset=True)
             self.time_range_ = data.time_range
@@ -555,41 +562,6 @@ class BaseImputer(TransformerMixin, BaseEstimator):
         from fdaimpute.persistence import load
 
         return load(path, cls)
-
-
-def interpolate_rows(curves, grid, times, counts):
-    """Linearly interpolate row ``i`` of ``curves`` at its own ``counts[i]`` times.
-
-    Parameters
-    ----------
-    curves : ndarray of shape (n, m)
-        Values on ``grid``.
-    grid : ndarray of shape (m,)
-        Increasing grid.
-    times : ndarray of shape (sum(counts),)
-        Query times, concatenated by row.
-    counts : ndarray of shape (n,)
-        Number of query times of each row.
-
-    Returns
-    -------
-    ndarray of shape (sum(counts),)
-    """
-    row, pos, step, offset = grid_segments(grid, times, counts)
-    left = curves[row, pos]
-    return left + (offset / step) * (curves[row, pos + 1] - left)
-
-
-def grid_segments(grid, times, counts):
-    """Locate per-row query times on ``grid`` (see :func:`interpolate_rows`).
-
-    Returns the row of each time, the index of the grid interval holding it
-    (clamped to the first and last intervals, so ends extrapolate), the
-    interval's length and the time's offset from its left end.
-    """
-    row = np.repeat(np.arange(len(counts)), counts)
-    pos = np.clip(np.searchsorted(grid, times, side="right") - 1, 0, grid.size - 2)
-    return row, pos, grid[pos + 1] - grid[pos], times - grid[pos]
 
 
 def _query_times(t, ids, i):

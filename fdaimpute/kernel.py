@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
+from fdaimpute._params import Interval, Options
 from fdaimpute.base import BaseImputer
 from fdaimpute.smoothing import (
+    KERNELS,
     bin_data,
     get_kernel,
     local_linear,
@@ -106,6 +106,15 @@ class KernelImputer(BaseImputer):
     (15, 101)
     """
 
+    _param_constraints = {
+        **BaseImputer._param_constraints,
+        "kernel": [Options(*KERNELS)],
+        "bandwidth": [Interval("real", 0, closed="neither"), Options("cv", "gcv")],
+        "selection": [Options("pooled", "subject")],
+        "shrinkage": [Interval("real", 0), Options("auto")],
+        "n_bandwidths": [Interval("int", 1)],
+    }
+
     def __init__(
         self,
         *,
@@ -128,36 +137,7 @@ class KernelImputer(BaseImputer):
         self.keep_observed = keep_observed
 
     # ------------------------------------------------------------------ #
-    def _check_params(self):
-        get_kernel(self.kernel)
-        if isinstance(self.bandwidth, str):
-            if self.bandwidth not in ("cv", "gcv"):
-                raise ValueError(
-                    f"bandwidth must be a positive number, 'cv' or 'gcv'; "
-                    f"got {self.bandwidth!r}"
-                )
-        elif not isinstance(self.bandwidth, numbers.Real) or not self.bandwidth > 0:
-            raise ValueError(f"bandwidth must be positive, got {self.bandwidth!r}")
-        if self.selection not in ("pooled", "subject"):
-            raise ValueError(
-                f"selection must be 'pooled' or 'subject', got {self.selection!r}"
-            )
-        if isinstance(self.shrinkage, str):
-            if self.shrinkage != "auto":
-                raise ValueError(
-                    f"shrinkage must be >= 0 or 'auto', got {self.shrinkage!r}"
-                )
-        elif not isinstance(self.shrinkage, numbers.Real) or not self.shrinkage >= 0:
-            raise ValueError(
-                f"shrinkage must be >= 0 or 'auto', got {self.shrinkage!r}"
-            )
-        if not isinstance(self.n_bandwidths, numbers.Integral) or self.n_bandwidths < 1:
-            raise ValueError(
-                f"n_bandwidths must be a positive int, got {self.n_bandwidths}"
-            )
-
     def _fit(self, data):
-        self._check_params()
         lo, hi = self.time_range_
         centres, weight, sum_y, sum_y2 = bin_data(data.times, data.values)
         means = sum_y / weight

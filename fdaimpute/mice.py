@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
@@ -10,7 +9,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401
 from sklearn.impute import IterativeImputer
 
-from fdaimpute.base import BaseImputer, interpolate_rows
+from fdaimpute._interpolate import interpolate_rows, interpolate_shared, slope_shared
+from fdaimpute._params import RANDOM_STATE, Interval
+from fdaimpute.base import BaseImputer
 
 __all__ = ["MICEImputer"]
 
@@ -104,6 +105,14 @@ class MICEImputer(BaseImputer):
     (15, 101)
     """
 
+    _param_constraints = {
+        **BaseImputer._param_constraints,
+        "n_bins": [Interval("int", 2), None],
+        "max_iter": [Interval("int", 1)],
+        "n_nearest_features": [Interval("int", 1), None],
+        "random_state": RANDOM_STATE,
+    }
+
     def __init__(
         self,
         *,
@@ -127,10 +136,8 @@ class MICEImputer(BaseImputer):
         distinct = np.unique(data.times)
         if self.n_bins is None:
             n_bins = distinct.size if distinct.size <= 101 else 51
-        elif isinstance(self.n_bins, numbers.Integral) and self.n_bins >= 2:
-            n_bins = int(self.n_bins)
         else:
-            raise ValueError(f"n_bins must be an integer >= 2, got {self.n_bins!r}")
+            n_bins = int(self.n_bins)
         if n_bins == distinct.size:
             # One bin per distinct time: centres are the times themselves.
             mids = (distinct[1:] + distinct[:-1]) / 2
@@ -199,11 +206,7 @@ class MICEImputer(BaseImputer):
 
     def _interpolate(self, filled, grid):
         """Rows of ``filled`` (on the bin centres) at common times ``grid``."""
-        n = len(filled)
-        centres = self.bin_centres_
-        inside = np.clip(np.tile(grid, n), centres[0], centres[-1])
-        out = interpolate_rows(filled, centres, inside, np.full(n, grid.size))
-        return out.reshape(n, grid.size)
+        return interpolate_shared(filled, self.bin_centres_, grid)
 
     def _transform_grid(self, data, grid, return_std=False):
         if return_std:
@@ -211,17 +214,7 @@ class MICEImputer(BaseImputer):
         return self._interpolate(self._filled(data), grid)
 
     def _derivative_grid(self, data, grid):
-        filled = self._filled(data)
-        centres = self.bin_centres_
-        # the segment evaluating each time, as in ``interpolate_rows``
-        pos = np.clip(
-            np.searchsorted(centres, grid, side="right") - 1, 0, centres.size - 2
-        )
-        slope = (filled[:, pos + 1] - filled[:, pos]) / (
-            centres[pos + 1] - centres[pos]
-        )
-        slope[:, (grid < centres[0]) | (grid > centres[-1])] = 0.0
-        return slope
+        return slope_shared(self._filled(data), self.bin_centres_, grid)
 
     def _predict_ragged(self, data, times, offsets):
         filled = self._filled(data)

@@ -14,12 +14,13 @@ import warnings
 import numpy as np
 from sklearn.utils import check_random_state
 
+from fdaimpute._interpolate import interpolate_c1_rows, interpolate_rows
 from fdaimpute._validation import (
     check_positive_int,
     check_positive_number,
     rounding_slack,
 )
-from fdaimpute.base import BaseImputer, grid_segments, interpolate_rows
+from fdaimpute.base import BaseImputer
 from fdaimpute.noise import noise_variance
 
 __all__ = ["PRESETS", "SANDImputer", "VTImputer"]
@@ -102,13 +103,6 @@ def _resolve_device(device):
 
 def _cpu_weights(module):
     return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
-
-
-def _interp_c1_rows(values, deriv, grid, times, counts):
-    """The C1 piecewise-quadratic curve with piecewise-linear derivative ``deriv``."""
-    row, pos, step, u = grid_segments(grid, times, counts)
-    d0, d1 = deriv[row, pos], deriv[row, pos + 1]
-    return values[row, pos] + d0 * u + (d1 - d0) * u * u / (2 * step)
 
 
 class _NeuralImputer(BaseImputer):
@@ -476,7 +470,7 @@ class _NeuralImputer(BaseImputer):
         """The model's curve at per-subject times (see the class Notes)."""
         if deriv is None or getattr(self, "anchors", None) == "two-sided":
             return interpolate_rows(curves, self.model_grid_, times, counts)
-        return _interp_c1_rows(curves, deriv, self.model_grid_, times, counts)
+        return interpolate_c1_rows(curves, deriv, self.model_grid_, times, counts)
 
     def _on_model_grid(self, grid):
         mg = self.model_grid_

@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from fdaimpute import _fpca
+from fdaimpute._interpolate import interpolate_shared, slope_shared, spline_columns
 from fdaimpute._pace_cv import select_by_cv
 from fdaimpute._validation import check_positive_number
 from fdaimpute.base import BaseImputer
@@ -630,16 +631,9 @@ default="cv"
         """
         phi = self.eigenfunctions_ if phi is None else phi
         if self.fdapace_compat:
-            interp = _interp_slope_rows if derivative else _interp_rows
+            interp = slope_shared if derivative else interpolate_shared
             return interp(phi.T, self.work_grid_, t).T
-        grid = self.work_grid_
-        t = np.asarray(t, dtype=np.float64)
-        inside = np.clip(t, grid[0], grid[-1])
-        spline = CubicSpline(grid, phi, axis=0)
-        if not derivative:
-            return spline(inside)
-        keep = (t >= grid[0]) & (t <= grid[-1])
-        return np.where(keep[:, None], spline(inside, 1), 0.0)
+        return spline_columns(self.work_grid_, phi, t, derivative=derivative)
 
     def _posterior(self, data, with_cov=False):
         with threadpool_limits(limits=1, user_api="blas"):
@@ -684,7 +678,7 @@ default="cv"
     def _curves(self, scores, grid):
         if self.fdapace_compat:
             work = self.mean_work_ + scores @ self.eigenfunctions_.T
-            return _interp_rows(work, self.work_grid_, grid)
+            return interpolate_shared(work, self.work_grid_, grid)
         return self._mean_at(grid) + scores @ self._basis_at(grid).T
 
     def _transform_grid(self, data, grid, return_std=False):
@@ -693,7 +687,7 @@ default="cv"
         scores, cov = self._posterior(data, with_cov=True)
         curves = self._curves(scores, grid)
         if self.fdapace_compat:
-            basis = _interp_rows(self.eigenfunctions_.T, self.work_grid_, grid).T
+            basis = interpolate_shared(self.eigenfunctions_.T, self.work_grid_, grid).T
         else:
             basis = self._basis_at(grid)
         var = np.einsum("gk,nkl,gl->ng", basis, cov, basis)
@@ -704,7 +698,7 @@ default="cv"
         scores = self._posterior(data)
         if self.fdapace_compat:
             work = self.mean_work_ + scores @ self.eigenfunctions_.T
-            return _interp_slope_rows(work, self.work_grid_, grid)
+            return slope_shared(work, self.work_grid_, grid)
         slope = self._basis_at(grid, derivative=True)
         return self._mean_at(grid, derivative=True) + scores @ slope.T
 
@@ -744,28 +738,6 @@ default="cv"
 def _is_rule(value, name):
     """Whether a parameter holds the string rule ``name`` (not a number or pair)."""
     return isinstance(value, str) and value == name
-
-
-def _interp_rows(rows, x, new):
-    """Linear interpolation of each row (constant beyond the ends)."""
-    new = np.clip(new, x[0], x[-1])
-    pos = np.clip(np.searchsorted(x, new, side="right") - 1, 0, x.size - 2)
-    frac = (new - x[pos]) / (x[pos + 1] - x[pos])
-    return rows[:, pos] * (1 - frac) + rows[:, pos + 1] * frac
-
-
-def _interp_slope_rows(rows, x, new):
-    """Derivative of :func:`_interp_rows`: each segment's slope.
-
-    At a knot the slope of the segment to its right (the segment
-    :func:`_interp_rows` uses there), at the last knot the last segment's;
-    zero beyond the ends, where the interpolant is constant.
-    """
-    new = np.asarray(new, dtype=np.float64)
-    pos = np.clip(np.searchsorted(x, new, side="right") - 1, 0, x.size - 2)
-    slope = np.diff(rows, axis=1) / np.diff(x)
-    inside = (new >= x[0]) & (new <= x[-1])
-    return np.where(inside, slope[:, pos], 0.0)
 
 
 def _orient(phi, mean_work, fdapace_compat):

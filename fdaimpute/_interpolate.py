@@ -1,0 +1,143 @@
+"""Evaluating curves known on a grid at other times: the package's one place for it.
+
+Two layouts occur. *Per-row* queries give each curve its own times
+(concatenated, with a count per row), as ``predict_at`` does. *Shared*
+queries evaluate every curve at the same times, as a change of grid does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.interpolate import CubicSpline
+
+
+def grid_segments(grid, times, counts):
+    """Locate per-row query times on ``grid``.
+
+    Parameters
+    ----------
+    grid : ndarray of shape (m,)
+        Increasing grid, ``m >= 2``.
+    times : ndarray of shape (sum(counts),)
+        Query times, concatenated by row.
+    counts : ndarray of shape (n,)
+        Number of query times of each row.
+
+    Returns
+    -------
+    row, pos, step, offset : ndarray of shape (sum(counts),)
+        The row of each time, the index of the grid interval holding it
+        (clamped to the first and last intervals, so the ends extrapolate),
+        the interval's length and the time's offset from its left end.
+    """
+    row = np.repeat(np.arange(len(counts)), counts)
+    pos = _segment(grid, times)
+    return row, pos, grid[pos + 1] - grid[pos], times - grid[pos]
+
+
+def _segment(grid, times):
+    """Index of the grid interval evaluating each time (the right one at a knot)."""
+    return np.clip(np.searchsorted(grid, times, side="right") - 1, 0, grid.size - 2)
+
+
+def interpolate_rows(curves, grid, times, counts):
+    """Linearly interpolate row ``i`` of ``curves`` at its own ``counts[i]`` times.
+
+    Beyond the grid each row is extended along its end segment.
+
+    Parameters
+    ----------
+    curves : ndarray of shape (n, m)
+        Values on ``grid``.
+    grid : ndarray of shape (m,)
+        Increasing grid.
+    times : ndarray of shape (sum(counts),)
+        Query times, concatenated by row.
+    counts : ndarray of shape (n,)
+        Number of query times of each row.
+
+    Returns
+    -------
+    ndarray of shape (sum(counts),)
+    """
+    row, pos, step, offset = grid_segments(grid, times, counts)
+    left = curves[row, pos]
+    return left + (offset / step) * (curves[row, pos + 1] - left)
+
+
+def interpolate_c1_rows(values, deriv, grid, times, counts):
+    """Per-row evaluation of the C1 curve whose derivative is piecewise linear.
+
+    On each grid interval the curve is the quadratic that starts at
+    ``values`` with slope ``deriv`` at the left knot and whose slope moves
+    linearly to ``deriv`` at the right knot. Arguments as in
+    :func:`interpolate_rows`, with ``deriv`` of the shape of ``values``.
+    """
+    row, pos, step, u = grid_segments(grid, times, counts)
+    d0, d1 = deriv[row, pos], deriv[row, pos + 1]
+    return values[row, pos] + d0 * u + (d1 - d0) * u * u / (2 * step)
+
+
+def interpolate_shared(rows, grid, times):
+    """Linear interpolation of every row at common ``times``, constant beyond the ends.
+
+    Parameters
+    ----------
+    rows : ndarray of shape (n, m)
+        Values on ``grid``.
+    grid : ndarray of shape (m,)
+        Increasing grid.
+    times : ndarray of shape (q,)
+        Query times.
+
+    Returns
+    -------
+    ndarray of shape (n, q)
+    """
+    times = np.clip(times, grid[0], grid[-1])
+    pos = _segment(grid, times)
+    frac = (times - grid[pos]) / (grid[pos + 1] - grid[pos])
+    return rows[:, pos] * (1 - frac) + rows[:, pos + 1] * frac
+
+
+def slope_shared(rows, grid, times):
+    """Derivative of :func:`interpolate_shared`: each segment's slope.
+
+    At a knot the slope of the segment to its right (the one
+    :func:`interpolate_shared` uses there), at the last knot the last
+    segment's; zero beyond the ends, where the interpolant is constant.
+    """
+    times = np.asarray(times, dtype=np.float64)
+    pos = _segment(grid, times)
+    slope = np.diff(rows, axis=1) / np.diff(grid)
+    inside = (times >= grid[0]) & (times <= grid[-1])
+    return np.where(inside, slope[:, pos], 0.0)
+
+
+def spline_columns(grid, columns, times, derivative=False):
+    """Cubic-spline interpolation of each column, constant beyond the ends.
+
+    Parameters
+    ----------
+    grid : ndarray of shape (m,)
+        Increasing grid.
+    columns : ndarray of shape (m,) or (m, p)
+        Values on ``grid``.
+    times : ndarray of shape (q,)
+        Query times.
+    derivative : bool, default=False
+        Return the spline's derivative instead (zero beyond the ends).
+
+    Returns
+    -------
+    ndarray of shape (q,) or (q, p)
+    """
+    times = np.asarray(times, dtype=np.float64)
+    inside = np.clip(times, grid[0], grid[-1])
+    spline = CubicSpline(grid, columns, axis=0)
+    if not derivative:
+        return spline(inside)
+    keep = (times >= grid[0]) & (times <= grid[-1])
+    if np.ndim(columns) > 1:
+        keep = keep[:, None]
+    return np.where(keep, spline(inside, 1), 0.0)
