@@ -13,6 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from fdaimpute import _fpca
 from fdaimpute._interpolate import interpolate_shared, slope_shared, spline_columns
+from fdaimpute._local_linear import gcv_mean_bandwidth, local_linear_binned
 from fdaimpute._pace_cv import select_by_cv
 from fdaimpute._validation import check_positive_number
 from fdaimpute.base import BaseImputer
@@ -433,7 +434,7 @@ default="cv"
         h_mean = self._mean_bandwidth(
             bins, w1, s1, q1, values, subject, n_subjects, rng
         )
-        mu_c = _fpca.local_linear_binned(
+        mu_c = local_linear_binned(
             bins.centres, w1, s1, bins.centres, h_mean, self.kernel
         )
         resid = values - bins.interpolate(mu_c)
@@ -465,7 +466,7 @@ default="cv"
         keep = w1 > 0
         cands = bandwidth_candidates(bins.centres[keep], 20, kernel=self.kernel)
         if bw == "gcv":
-            return _fpca.gcv_mean_bandwidth(
+            return gcv_mean_bandwidth(
                 bins.centres, w1, s1, q1, cands, self.kernel
             )
         return _fpca.cv_mean_bandwidth(
@@ -562,7 +563,7 @@ default="cv"
         if self.fdapace_compat and bins.exact:
             # fdapace: cubic spline of the mean at the distinct times
             return CubicSpline(bins.centres, state["mu_c"])(self.work_grid_)
-        return _fpca.local_linear_binned(
+        return local_linear_binned(
             bins.centres,
             state["w1"],
             state["s1"],
@@ -610,7 +611,7 @@ default="cv"
         """The local-linear mean (or its slope) at any times."""
         t = np.asarray(t, dtype=np.float64)
         uniq, inv = np.unique(t, return_inverse=True)
-        out = _fpca.local_linear_binned(
+        out = local_linear_binned(
             self._bins_centres,
             self._w1,
             self._s1,
@@ -781,7 +782,7 @@ def _fdapace_sigma2(moments, work_grid, bandwidth, kernel):
     ]
     if cut.size < 2:
         cut = work_grid
-    yvar = _fpca.local_linear_binned(
+    yvar = local_linear_binned(
         moments.centres, moments.diag_count, moments.diag_total, cut, bandwidth, kernel
     )
     xvar = _fpca.smooth_diagonal_rotated(moments, cut, bandwidth, kernel)
