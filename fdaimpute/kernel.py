@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from fdaimpute._local_linear import (
+    KERNELS,
+    bandwidth_grid,
+    bandwidth_scores,
+    moment_sums,
+    solve_local_linear,
+    subject_moment_sums,
+)
 from fdaimpute._params import Interval, Options
 from fdaimpute.base import BaseImputer
-from fdaimpute.smoothing import (
-    KERNELS,
-    bin_data,
-    get_kernel,
-    local_linear,
-    select_bandwidth,
-)
+from fdaimpute.smoothing import bin_data
 
 __all__ = ["KernelImputer"]
 
 # Pull toward the mean (in observations) where a window is degenerate.
 _RIDGE_FLOOR = 1e-9
 _SHRINKAGE_GRID = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0)
-_MAX_PAIRS = 2_000_000
 
 
 class KernelImputer(BaseImputer):
@@ -140,21 +141,21 @@ class KernelImputer(BaseImputer):
     def _fit(self, data):
         lo, hi = self.time_range_
         centres, weight, sum_y, sum_y2 = bin_data(data.times, data.values)
-        means = sum_y / weight
         if centres.size < 2:
             raise ValueError(
                 "all training observations are at one time; cannot smooth a curve"
             )
         candidates = _candidate_bandwidths(centres, self.n_bandwidths, self.kernel)
-        self.mean_bandwidth_, _ = select_bandwidth(
-            centres,
-            means,
-            candidates,
-            weights=weight,
-            within_ss=sum_y2 - sum_y * means,
-            kernel=self.kernel,
+        within = sum_y2 - sum_y * (sum_y / weight)
+        scores = bandwidth_scores(
+            centres, weight, sum_y, within, candidates, self.kernel
         )
-        self._mean_bins = (centres, means, weight)
+        if not np.isfinite(scores).any():
+            raise ValueError(
+                "no candidate bandwidth gives a defined fit; widen the range"
+            )
+        self.mean_bandwidth_ = float(candidates[int(np.argmin(scores))])
+        self._mean_bins = (centres, weight, sum_y)
         self._candidates = _candidate_bandwidths(
             np.unique(data.times), self.n_bandwidths, self.kernel
         )
@@ -165,17 +166,10 @@ class KernelImputer(BaseImputer):
 
     def _mean_at(self, t):
         """Pooled mean curve and its slope at times ``t``."""
-        centres, means, weight = self._mean_bins
-        return local_linear(
-            centres,
-            means,
-            t,
-            self.mean_bandwidth_,
-            weights=weight,
-            kernel=self.kernel,
-            derivative=True,
-            ridge=_RIDGE_FLOOR,
-        )
+        h = self.mean_bandwidth_
+        sums = moment_sums(*self._mean_bins, t, h, self.kernel)
+        fit, slope, _ = solve_local_linear(sums, h, ridge=_RIDGE_FLOOR, points=t)
+        return fit, slope
 
     def _shrinkage_candidates(self):
         if self.shrinkage == "auto":
@@ -287,90 +281,30 @@ class KernelImputer(BaseImputer):
 
 def _candidate_bandwidths(times, n, kernel):
     """Geometric bandwidth grid from a fine resolution to half the range."""
-    span = times[-1] - times[0]
-    gaps = np.diff(times)
-    finest = gaps[gaps > 0].min() if np.any(gaps > 0) else span
-    radius = 1.0 if kernel == "epanechnikov" else 0.5
-    h_min = max(finest / radius, span / 200)
-    return np.geomspace(h_min, max(span / 2, 2 * h_min), n)
+    return bandwidth_grid(
+        times,
+        n,
+        gap="finest",
+        gap_factor=1.0 if kernel == "epanechnikov" else 2.0,
+        resolution=200,
+        top=2,
+        growth=2,
+    )
 
 
 def _moments(data, q_times, q_offsets, h, kernel):
-    """Kernel moment sums of each query point over its own subject's data.
-
-    Parameters
-    ----------
-    data : IrregularData
-        Subjects' observations.
-    q_times : ndarray of shape (n_queries,)
-        Query times, concatenated by subject.
-    q_offsets : ndarray of shape (n_subjects + 1,)
-        CSR offsets of the queries.
-    h : ndarray of shape (n_subjects,)
-        Bandwidth of each subject.
-    kernel : str
-        Kernel name.
-
-    Returns
-    -------
-    ndarray of shape (5, n_queries)
-        ``S0, S1, S2, T0, T1`` with ``S_k = sum K d^k``, ``T_k = sum K d^k y``
-        and ``d = t_obs - t_query``.
-    """
-    kern = get_kernel(kernel)
-    n_obs = data.n_obs
-    n_q = np.diff(q_offsets)
-    pairs_per_subject = n_obs * n_q
-    out = np.empty((5, q_times.size))
-    for lo, hi in _chunks(pairs_per_subject, _MAX_PAIRS):
-        sub = np.arange(lo, hi)
-        m, q = n_obs[sub], n_q[sub]
-        reps = m * q
-        total = reps.sum()
-        pair_sub = np.repeat(sub, reps)
-        start = np.concatenate([[0], np.cumsum(reps)])[:-1]
-        pos = np.arange(total) - np.repeat(start, reps)
-        m_rep = np.repeat(m, reps)
-        q_idx = q_offsets[pair_sub] + pos // m_rep
-        o_idx = data.offsets[pair_sub] + pos % m_rep
-        d = data.times[o_idx] - q_times[q_idx]
-        k = kern(d / h[pair_sub])
-        kd = k * d
-        y = data.values[o_idx]
-        # Pairs are ordered by query, each query's pairs contiguous (m of them).
-        q_start = np.concatenate([[0], np.cumsum(np.repeat(m, q))])[:-1]
-        span = slice(q_offsets[lo], q_offsets[hi])
-        for row, vals in enumerate((k, kd, kd * d, k * y, kd * y)):
-            out[row, span] = np.add.reduceat(vals, q_start)
-    return out
-
-
-def _chunks(sizes, max_total):
-    """Consecutive ranges of items whose sizes sum to about ``max_total`` each."""
-    start = np.cumsum(sizes) - sizes
-    chunk = start // max_total
-    cuts = np.flatnonzero(np.diff(chunk)) + 1
-    bounds = np.concatenate([[0], cuts, [len(sizes)]])
-    return zip(bounds[:-1], bounds[1:])
+    """Moment sums of each query over its own subject's data (``h`` per subject)."""
+    return subject_moment_sums(
+        data.times, data.values, data.offsets, q_times, q_offsets, h, kernel
+    )
 
 
 def _solve(sums, lam, h, mu, dmu):
-    """Solve the ridge-penalised local-linear systems for each query.
+    """Intercept, slope and hat value of the ridge-penalised systems.
 
-    Returns the intercept (curve), slope (derivative) and the hat value
-    ``(A^{-1})_{00}`` (the weight of an observation at the query time on the
-    fit there, with ``K(0) = 1``).
+    Where a window holds under two points the 2x2 system is singular: a tiny
+    pull toward the mean is added there only, so exact fits stay exact.
     """
-    s0, s1, s2, t0, t1 = sums
-    # Where a window holds under two points the 2x2 system is singular: add
-    # a tiny pull toward the mean there only, so exact fits stay exact.
-    degenerate = (s0 * s2 - s1 * s1 <= 1e-10 * s0 * s2) | (s0 < 1e-250)
-    lam = np.where(degenerate, np.maximum(lam, _RIDGE_FLOOR), lam)
-    a00 = s0 + lam
-    a11 = s2 + lam * h * h
-    r0 = t0 + lam * mu
-    r1 = t1 + lam * h * h * dmu
-    det = a00 * a11 - s1 * s1
-    fit = (a11 * r0 - s1 * r1) / det
-    slope = (a00 * r1 - s1 * r0) / det
-    return fit, slope, a11 / det
+    return solve_local_linear(
+        sums, h, ridge=lam, prior=mu, prior_slope=dmu, floor=_RIDGE_FLOOR
+    )

@@ -1,8 +1,9 @@
 """Kernel smoothing building blocks: kernels, binning, local-linear fits.
 
-Three thin layers, each testable alone: kernel functions, the weighted
-local-linear fit at a set of evaluation points, and bandwidth selection by
-generalised cross-validation (GCV) or leave-one-out cross-validation.
+Public front of the local-linear engine in :mod:`fdaimpute._local_linear`
+(kernel functions, the weighted local-linear fit at a set of evaluation
+points, and bandwidth selection by generalised or leave-one-out
+cross-validation), plus binning of pooled observations.
 Kernels are scaled so that ``K(0) = 1``; a local fit's total weight is then
 an "effective number of observations".
 """
@@ -10,6 +11,19 @@ an "effective number of observations".
 from __future__ import annotations
 
 import numpy as np
+
+# The kernels live with the engine; these are their public names.
+from fdaimpute._local_linear import (
+    KERNEL_RADIUS,  # noqa: F401
+    KERNELS,
+    bandwidth_grid,
+    bandwidth_scores,
+    epanechnikov,  # noqa: F401
+    gaussian,  # noqa: F401
+    get_kernel,
+    moment_sums,
+    solve_local_linear,
+)
 
 __all__ = [
     "KERNELS",
@@ -19,32 +33,6 @@ __all__ = [
     "local_linear",
     "select_bandwidth",
 ]
-
-
-def gaussian(u):
-    """Gaussian kernel ``exp(-u^2 / 2)`` (scaled so that ``K(0) = 1``)."""
-    return np.exp(-0.5 * u * u)
-
-
-def epanechnikov(u):
-    """Epanechnikov kernel ``max(0, 1 - u^2)`` (scaled so that ``K(0) = 1``)."""
-    return np.clip(1.0 - u * u, 0.0, None)
-
-
-KERNELS = {"gaussian": gaussian, "epanechnikov": epanechnikov}
-
-# Support radius in bandwidths beyond which a kernel is negligible (< 1e-8).
-KERNEL_RADIUS = {"gaussian": 6.1, "epanechnikov": 1.0}
-
-
-def get_kernel(name):
-    """Return the kernel function called ``name``."""
-    try:
-        return KERNELS[name]
-    except KeyError:
-        raise ValueError(
-            f"kernel must be one of {sorted(KERNELS)}, got {name!r}"
-        ) from None
 
 
 def bin_data(x, y, weights=None, *, n_bins=None, lo=None, hi=None):
@@ -92,25 +80,6 @@ def bin_data(x, y, weights=None, *, n_bins=None, lo=None, hi=None):
     sum_y2 = np.bincount(idx, w * y * y, minlength=size)
     keep = weight > 0
     return centres[keep], weight[keep], sum_y[keep], sum_y2[keep]
-
-
-def _local_sums(x, w, y, points, bandwidth, kernel, chunk=2_000_000):
-    """Kernel-weighted moment sums S0, S1, S2, T0, T1 at each evaluation point."""
-    kern = get_kernel(kernel)
-    points = np.asarray(points, dtype=np.float64)
-    out = np.empty((5, points.size))
-    step = max(1, chunk // max(1, x.size))
-    for start in range(0, points.size, step):
-        stop = start + step
-        d = x[None, :] - points[start:stop, None]
-        k = kern(d / bandwidth) * w
-        kd = k * d
-        out[0, start:stop] = k.sum(1)
-        out[1, start:stop] = kd.sum(1)
-        out[2, start:stop] = (kd * d).sum(1)
-        out[3, start:stop] = k @ y
-        out[4, start:stop] = kd @ y
-    return out
 
 
 def local_linear(
@@ -165,40 +134,20 @@ def local_linear(
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=np.float64)
-    s0, s1, s2, t0, t1 = _local_sums(x, w, y, points, bandwidth, kernel)
-    s0 = s0 + ridge
-    s2 = s2 + ridge * bandwidth**2
-    det = s0 * s2 - s1 * s1
-    scale = np.maximum(s0 * s2, np.finfo(float).tiny)
-    if np.any(det <= 1e-12 * scale) or np.any(s0 <= 0):
-        bad = np.asarray(points)[(det <= 1e-12 * scale) | (s0 <= 0)][0]
-        raise ValueError(
-            f"local-linear fit undefined at t={bad:g} with bandwidth {bandwidth:g} "
-            "(fewer than two points in the window); use a larger bandwidth"
-        )
-    est = (s2 * t0 - s1 * t1) / det
-    if derivative:
-        return est, (s0 * t1 - s1 * t0) / det
-    return est
+    points = np.asarray(points, dtype=np.float64)
+    sums = moment_sums(x, w, w * y, points, bandwidth, kernel)
+    fit, slope, _ = solve_local_linear(sums, bandwidth, ridge=ridge, points=points)
+    return (fit, slope) if derivative else fit
 
 
 def bandwidth_candidates(x, n=20, *, kernel="gaussian", min_points=2):
     """Geometric grid of bandwidths suited to pooled locations ``x``.
 
     From the smallest bandwidth whose windows each hold ``min_points``
-    distinct locations (roughly) up to a quarter of the range.
+    distinct locations (roughly) up to a quarter of the range. The grid
+    does not depend on ``kernel``.
     """
-    distinct = np.unique(np.asarray(x, dtype=np.float64))
-    span = distinct[-1] - distinct[0]
-    if span <= 0:
-        raise ValueError("all locations are equal; no bandwidth can be chosen")
-    radius = KERNEL_RADIUS[kernel] if kernel == "epanechnikov" else 1.0
-    gaps = np.diff(distinct)
-    k = max(1, min_points - 1)
-    widest = np.max(distinct[k:] - distinct[:-k]) if distinct.size > k else span
-    h_min = max(widest / (2 * radius), np.max(gaps) / 2, span * 1e-3)
-    h_max = max(span / 4, 1.5 * h_min)
-    return np.geomspace(h_min, h_max, n)
+    return bandwidth_grid(x, n, gap="widest", min_points=min_points)
 
 
 def select_bandwidth(
@@ -244,28 +193,7 @@ def select_bandwidth(
     y = np.asarray(y, dtype=np.float64)
     w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=np.float64)
     within = np.zeros_like(x) if within_ss is None else np.asarray(within_ss, float)
-    total = w.sum()
-    scores = np.full(len(candidates), np.inf)
-    for i, h in enumerate(candidates):
-        s0, s1, s2, t0, t1 = _local_sums(x, w, y, x, h, kernel)
-        det = s0 * s2 - s1 * s1
-        if np.any(det <= 1e-12 * np.maximum(s0 * s2, np.finfo(float).tiny)):
-            continue
-        fit = (s2 * t0 - s1 * t1) / det
-        hat = s2 / det  # weight of one unit observation on its own fit, K(0) = 1
-        sq = within + w * (y - fit) ** 2
-        rss = sq.sum()
-        if criterion == "gcv":
-            dof = np.sum(w * hat)
-            if dof >= total:
-                continue
-            scores[i] = rss / total / (1.0 - dof / total) ** 2
-        elif criterion == "loocv":
-            if np.any(hat >= 1.0):
-                continue
-            scores[i] = np.sum(sq / (1.0 - hat) ** 2) / total
-        else:
-            raise ValueError(f"criterion must be 'gcv' or 'loocv', got {criterion!r}")
+    scores = bandwidth_scores(x, w, w * y, within, candidates, kernel, criterion)
     if not np.isfinite(scores).any():
         raise ValueError("no candidate bandwidth gives a defined fit; widen the range")
     return float(candidates[int(np.argmin(scores))]), scores
