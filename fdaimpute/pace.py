@@ -466,7 +466,9 @@ default="cv"
         keep = w1 > 0
         cands = bandwidth_candidates(bins.centres[keep], 20, kernel=self.kernel)
         if bw == "gcv":
-            return gcv_mean_bandwidth(bins.centres, w1, s1, q1, cands, self.kernel)
+            return gcv_mean_bandwidth(
+                bins.centres, w1, s1, q1, cands, self.kernel
+            )
         return _fpca.cv_mean_bandwidth(
             bins, values, subject, n_subjects, cands, self.kernel, rng
         )
