@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._linalg import group_by_count
+from fdaimpute._pace.scores import posterior_scores
+from fdaimpute._params import Instance, validate_params
 from fdaimpute._validation import resolve_grid
 from fdaimpute.base import BaseImputer
+from fdaimpute.simulate import BasisProcess
 
 __all__ = ["ConditionalMean"]
 
@@ -55,6 +57,11 @@ class ConditionalMean(BaseImputer):
     (20, 101)
     """
 
+    # no keep_observed: the oracle's parameters are the process, grid and extrapolate
+    _param_constraints = {
+        "process": [Instance(BasisProcess, "a BasisProcess (fdaimpute.simulate)")]
+    }
+
     def __init__(self, process, *, grid=None, extrapolate=False):
         self.process = process
         self.grid = grid
@@ -83,7 +90,8 @@ class ConditionalMean(BaseImputer):
         return float(self.process.noise_sd**2)
 
     def fit(self, X=None, y=None):
-        """Check the input (if any) and return self; the oracle learns nothing."""
+        """Check the parameters and the input (if any); the oracle learns nothing."""
+        validate_params(self)
         if X is not None:
             self._check_transform_input(X)
         return self
@@ -92,32 +100,18 @@ class ConditionalMean(BaseImputer):
         pass
 
     def _posterior(self, data, with_cov=False):
-        """Posterior mean (and covariance) of the scores, grouped by n_i."""
+        """Posterior mean (and covariance, else None) of the scores: PACE's code."""
         proc = self.process
-        n_basis = proc.score_var.size
-        lam = proc.score_var
-        sigma2 = proc.noise_sd**2
-        mean_xi = np.zeros((len(data), n_basis))
-        cov_xi = np.zeros((len(data), n_basis, n_basis)) if with_cov else None
-        basis = proc.basis(data.times)
-        resid = data.values - proc.mean(data.times)
-        for rows, obs in group_by_count(data.offsets):
-            b = basis[obs]  # (g, m, p)
-            r = resid[obs]  # (g, m)
-            bl = b * lam  # B Lambda
-            sigma = bl @ np.swapaxes(b, 1, 2)
-            m = sigma.shape[-1]
-            jitter = max(sigma2, 1e-10 * np.trace(sigma, axis1=1, axis2=2).max() / m)
-            sigma[:, np.arange(m), np.arange(m)] += jitter
-            # Solve Sigma_i^{-1} [r_i, B_i Lambda] in one batched call.
-            rhs = (
-                np.concatenate([r[..., None], bl], axis=2) if with_cov else r[..., None]
-            )
-            sol = np.linalg.solve(sigma, rhs)
-            mean_xi[rows] = np.einsum("gmp,gm->gp", bl, sol[..., 0])
-            if with_cov:
-                cov_xi[rows] = np.diag(lam) - np.swapaxes(bl, 1, 2) @ sol[..., 1:]
-        return mean_xi, cov_xi
+        out = posterior_scores(
+            data.values - proc.mean(data.times),
+            proc.basis(data.times),
+            data.offsets,
+            proc.score_var,
+            proc.noise_sd**2,
+            with_cov=with_cov,
+            woodbury=False,
+        )
+        return out if with_cov else (out, None)
 
     def _transform_grid(self, data, grid, return_std=False):
         mean_xi, cov_xi = self._posterior(data, with_cov=return_std)

@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import numbers
-import warnings
-
 import numpy as np
-from scipy.interpolate import CubicSpline
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from fdaimpute import _fpca
-from fdaimpute._interpolate import interpolate_shared, slope_shared, spline_columns
-from fdaimpute._local_linear import gcv_mean_bandwidth, local_linear_binned
-from fdaimpute._pace_cv import select_by_cv
-from fdaimpute._validation import check_positive_number
+from fdaimpute._pace import fit as _fit
+from fdaimpute._params import RANDOM_STATE, Boolean, Interval, Options, Pair
 from fdaimpute.base import BaseImputer
-from fdaimpute.smoothing import KERNELS, bandwidth_candidates
+from fdaimpute.smoothing import KERNELS
 
 __all__ = ["PACEImputer"]
 
-_BANDWIDTH_RULES_MEAN = ("gcv", "cv", "fdapace")
-_BANDWIDTH_RULES_COV = ("cv", "gcv", "fdapace")
-_K_RULES = ("cv", "fve", "aic", "bic")
-_MAX_EXACT_BINS = 2000  # distinct times binned exactly (fdapace mode)
 _CHUNK = 20_000  # subjects per block in transform (bounds memory)
+_POSITIVE = Interval("real", 0, closed="neither")
+_LEGACY_PARAMS = ("kernel", "fdapace_compat", "measurement_error")
 
 
 class PACEImputer(BaseImputer):
@@ -204,6 +195,25 @@ default="cv"
     True
     """
 
+    _param_constraints = {
+        **BaseImputer._param_constraints,
+        "kernel": [Options(*KERNELS)],
+        "bandwidth_mean": [_POSITIVE, Options("gcv", "cv", "fdapace")],
+        "bandwidth_cov": [
+            _POSITIVE,
+            Pair(_POSITIVE, "(along, across)"),
+            Options("cv", "gcv", "fdapace"),
+        ],
+        "n_work_grid": [Interval("int", 3)],
+        "n_components": [Interval("int", 1), Options("cv", "fve", "aic", "bic")],
+        "fve_threshold": [Interval("real", 0, 1, closed="right")],
+        "max_components": [Interval("int", 1), None],
+        "measurement_error": [Boolean()],
+        "binning": [Options("auto", False), Interval("int", 3)],
+        "fdapace_compat": [Boolean()],
+        "random_state": RANDOM_STATE,
+    }
+
     def __init__(
         self,
         *,
@@ -273,378 +283,91 @@ default="cv"
         return cls(**defaults)
 
     # ------------------------------------------------------------------ #
-    # parameter checks
-    def _check_params(self, n_subjects):
-        if self.kernel not in KERNELS:
-            raise ValueError(
-                f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}"
-            )
-        for name, rules in (("bandwidth_mean", _BANDWIDTH_RULES_MEAN),):
-            value = getattr(self, name)
-            if isinstance(value, str):
-                if value not in rules:
-                    raise ValueError(
-                        f"{name} must be a positive number or one of "
-                        f"{rules}, got {value!r}"
-                    )
-            else:
-                check_positive_number(value, name)
+    # fitting
+    def _check_combination(self):
+        """The checks that involve several parameters (each is declared alone)."""
         bw = self.bandwidth_cov
-        if isinstance(bw, str):
-            if bw not in _BANDWIDTH_RULES_COV:
-                raise ValueError(
-                    "bandwidth_cov must be a positive number, a pair (along, "
-                    f"across) or one of {_BANDWIDTH_RULES_COV}, got {bw!r}"
-                )
-        elif np.ndim(bw) == 1:
-            if len(bw) != 2:
-                raise ValueError(
-                    "bandwidth_cov as a sequence must be a pair "
-                    f"(along, across), got {bw!r}"
-                )
-            for b in bw:
-                check_positive_number(b, "bandwidth_cov")
-            if self.fdapace_compat and not np.isclose(bw[0], bw[1]):
-                raise ValueError(
-                    "fdapace_compat=True smooths isotropically; give "
-                    "bandwidth_cov as a single number"
-                )
-        else:
-            check_positive_number(bw, "bandwidth_cov")
-        if self.fdapace_compat and _is_rule(bw, "cv"):
+        if not self.fdapace_compat:
+            return
+        if np.ndim(bw) == 1 and not np.isclose(bw[0], bw[1]):
+            raise ValueError(
+                "fdapace_compat=True smooths isotropically; give "
+                "bandwidth_cov as a single number, not a pair"
+            )
+        if _is_rule(bw, "cv"):
             raise ValueError(
                 "bandwidth_cov='cv' chooses a rotated smoother, which "
                 "fdapace_compat=True does not use; use 'gcv', "
                 "'fdapace' or a number"
             )
-        g = self.n_work_grid
-        if not isinstance(g, numbers.Integral) or isinstance(g, bool) or g < 3:
-            raise ValueError(f"n_work_grid must be an integer >= 3, got {g!r}")
-        k = self.n_components
-        if isinstance(k, str):
-            if k not in _K_RULES:
-                raise ValueError(
-                    f"n_components must be a positive integer or one "
-                    f"of {_K_RULES}, got {k!r}"
-                )
-        elif not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1:
-            raise ValueError(
-                f"n_components must be a positive integer or one of "
-                f"{_K_RULES}, got {k!r}"
-            )
-        if not (
-            isinstance(self.fve_threshold, numbers.Real) and 0 < self.fve_threshold <= 1
-        ):
-            raise ValueError(
-                f"fve_threshold must be in (0, 1], got {self.fve_threshold!r}"
-            )
-        m = self.max_components
-        if m is not None and (
-            not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1
-        ):
-            raise ValueError(
-                f"max_components must be a positive integer or None, got {m!r}"
-            )
-        b = self.binning
-        if not (
-            b == "auto"
-            or b is False
-            or (isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 3)
-        ):
-            raise ValueError(
-                f"binning must be 'auto', False or an integer >= 3, got {b!r}"
-            )
-        cap = 20 if self.fdapace_compat else 50
-        limit = min(cap if m is None else int(m), g - 2, max(1, n_subjects - 2))
-        return max(1, limit)
 
-    def _resolve_bins(self, times, lo, hi):
-        distinct = np.unique(times)
-        b = self.binning
-        if b is False:
-            return _fpca.make_bins(times)
-        if isinstance(b, numbers.Integral):
-            return _fpca.make_bins(times, n_bins=int(b), lo=lo, hi=hi)
-        n_bins = 2 * (self.n_work_grid - 1) + 1
-        if distinct.size <= n_bins and _fpca.regular_step(distinct):
-            return _fpca.make_bins(times)
-        if self.fdapace_compat and distinct.size <= _MAX_EXACT_BINS:
-            return _fpca.make_bins(times)
-        return _fpca.make_bins(times, n_bins=n_bins, lo=lo, hi=hi)
-
-    # ------------------------------------------------------------------ #
-    # fitting
     def _fit(self, data):
         # Many small matrices: one BLAS thread is faster and shares cores well.
         with threadpool_limits(limits=1, user_api="blas"):
             return self._fit_single_thread(data)
 
     def _fit_single_thread(self, data):
-        max_k = self._check_params(len(data))
-        counts = data.n_obs
-        if not np.any(counts >= 2):
-            raise ValueError(
-                "every subject has a single observation: the covariance cannot "
-                "be estimated (PACE needs subjects with at least 2 observations)"
-            )
-        distinct = np.unique(data.times)
-        if distinct.size < 3:
-            raise ValueError(
-                f"only {distinct.size} distinct observation time(s); PACE needs "
-                "at least 3 to smooth the mean and covariance on a work grid"
-            )
-        if not np.ptp(data.values) > 0:
-            raise ValueError(
-                "all observed values are equal (zero variance); "
-                "there is nothing to decompose"
-            )
+        self._check_combination()
+        numerics_class = _fit.numerics_class(self.fdapace_compat)
+        cap = self.max_components
+        cap = numerics_class.component_cap if cap is None else int(cap)
+        max_k = max(1, min(cap, self.n_work_grid - 2, max(1, len(data) - 2)))
+        _fit.check_training_data(data.times, data.values, data.n_obs)
         lo, hi = self.time_range_
         self.work_grid_ = np.linspace(lo, hi, self.n_work_grid)
-        bins = self._resolve_bins(data.times, lo, hi)
-        self.n_bins_ = bins.centres.size
-        subject = data.subject_index
-        h_cov, k_cv, self.cv_results_ = self.bandwidth_cov, None, None
-        needs_cv = _is_rule(self.bandwidth_cov, "cv") or _is_rule(
-            self.n_components, "cv"
+        numerics = numerics_class(self.kernel, self.work_grid_, self.measurement_error)
+        result = _fit.fit_pace(
+            data.times,
+            data.values,
+            data.offsets,
+            numerics,
+            binning=self.binning,
+            bandwidth_mean=self.bandwidth_mean,
+            bandwidth_cov=self.bandwidth_cov,
+            n_components=self.n_components,
+            fve_threshold=self.fve_threshold,
+            max_components=max_k,
+            rng=check_random_state(self.random_state),
         )
-        if not self.fdapace_compat and _fpca.regular_step(bins.centres) is None:
-            raise ValueError(
-                "binning=False with irregular distinct times: the rotated "
-                "covariance smoother needs bins on a regular grid; use "
-                "binning='auto' or an integer, or fdapace_compat=True"
-            )
-        # one stream for every random choice of the fit (held-out points,
-        # mean-bandwidth folds), in a fixed order
-        rng = check_random_state(self.random_state)
-        if needs_cv:
-            h_cov, k_cv, self.cv_results_ = select_by_cv(self, data, bins, max_k, rng)
-        state = self._estimate(data.times, data.values, subject, len(data), bins, rng)
-        self._finish(state, h_cov, k_cv, max_k, data)
+        estimate, model = result.estimate, result.model
+        self.n_bins_ = result.n_bins
+        self.cv_results_ = result.cv_results
+        self.bandwidth_mean_ = model.mean.bandwidth
+        self.bandwidth_cov_ = estimate.bandwidth
+        self.covariance_ = estimate.covariance
+        self.mean_work_ = model.mean_work
+        self.noise_variance_ = model.noise_variance
+        self.n_components_ = model.n_components
+        self.eigenvalues_ = model.eigenvalues
+        self.eigenfunctions_ = model.eigenfunctions
+        self.fve_ = estimate.fve[: model.n_components].copy()
+        self._numerics, self._model = numerics, model
+        scores = np.zeros((1, model.n_components))
+        self.mean_ = numerics.curves(model, scores, self.grid_)[0]
         return self
 
-    def _estimate(self, times, values, subject, n_subjects, bins, rng):
-        """Mean (at bins) and binned raw covariances.
-
-        ``rng`` (a ``RandomState``) draws the folds of
-        ``bandwidth_mean="cv"``; no other rule uses it.
-        """
-        ones = np.ones(times.size)
-        w1, s1 = bins.spread(ones), bins.spread(values)
-        q1 = bins.spread(values * values)
-        h_mean = self._mean_bandwidth(
-            bins, w1, s1, q1, values, subject, n_subjects, rng
-        )
-        mu_c = local_linear_binned(
-            bins.centres, w1, s1, bins.centres, h_mean, self.kernel
-        )
-        resid = values - bins.interpolate(mu_c)
-        moments = _fpca.covariance_moments(
-            bins,
-            resid,
-            subject,
-            n_subjects,
-            include_diagonal=not self.measurement_error,
-        )
-        return dict(
-            bins=bins,
-            w1=w1,
-            s1=s1,
-            h_mean=h_mean,
-            mu_c=mu_c,
-            resid=resid,
-            moments=moments,
-            times=times,
-        )
-
-    def _mean_bandwidth(self, bins, w1, s1, q1, values, subject, n_subjects, rng):
-        bw = self.bandwidth_mean
-        span = bins.centres[-1] - bins.centres[0]
-        if not isinstance(bw, str):
-            return float(bw)
-        if bw == "fdapace":
-            return 0.05 * span
-        keep = w1 > 0
-        cands = bandwidth_candidates(bins.centres[keep], 20, kernel=self.kernel)
-        if bw == "gcv":
-            return gcv_mean_bandwidth(
-                bins.centres, w1, s1, q1, cands, self.kernel
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "_w1" in self.__dict__:  # pickled before PACEModel existed
+            params = {k: getattr(self, k) for k in _LEGACY_PARAMS}
+            self._numerics, self._model = _fit.model_from_pickled_state(
+                self.__dict__, params
             )
-        return _fpca.cv_mean_bandwidth(
-            bins, values, subject, n_subjects, cands, self.kernel, rng
-        )
-
-    def _smooth(self, moments, h_cov, smoother=None):
-        """Covariance surface on the work grid for bandwidth ``h_cov``."""
-        if self.fdapace_compat:
-            h = h_cov[0] if np.ndim(h_cov) else h_cov
-            return _fpca.smooth_surface(moments, self.work_grid_, float(h), self.kernel)
-        if smoother is None:
-            smoother = _fpca.RotatedSmoother(moments, self.work_grid_, self.kernel)
-        along, across = (h_cov, h_cov) if np.ndim(h_cov) == 0 else h_cov
-        return smoother(float(along), float(across))
-
-    def _noise_variance(self, moments, cov, h_cov):
-        if not self.measurement_error:
-            return 0.0
-        scale = moments.diag_total.sum() / max(moments.diag_count.sum(), 1.0)
-        if self.fdapace_compat:
-            h = h_cov[1] if np.ndim(h_cov) else h_cov
-            s2 = _fdapace_sigma2(moments, self.work_grid_, float(h), self.kernel)
-        else:
-            s2 = _moment_sigma2(moments, self.work_grid_, cov)
-        return float(max(s2, 1e-6 * scale, 1e-300))
-
-    def _cov_bandwidth(self, state):
-        bw = self.bandwidth_cov
-        span = self.work_grid_[-1] - self.work_grid_[0]
-        if _is_rule(bw, "fdapace"):
-            return 0.10 * span
-        if _is_rule(bw, "gcv"):
-            args = (
-                state["times"],
-                state["resid"],
-                state["subject"],
-                state["n_subjects"],
-            )
-            if self.fdapace_compat:
-                return _fpca.gcv_cov_bandwidth(
-                    *args,
-                    self.work_grid_,
-                    self.kernel,
-                    include_diagonal=not self.measurement_error,
-                )
-            return _fpca.gcv_rotated_bandwidth(
-                *args,
-                self.work_grid_[0],
-                self.work_grid_[-1],
-                self.kernel,
-                include_diagonal=not self.measurement_error,
-            )
-        if np.ndim(bw) == 1:
-            return (float(bw[0]), float(bw[1]))
-        return float(bw)
-
-    def _finish(self, state, h_cov, k_cv, max_k, data):
-        state["subject"] = data.subject_index
-        state["n_subjects"] = len(data)
-        if isinstance(h_cov, str):
-            h_cov = self._cov_bandwidth(state)
-        h_cov = tuple(float(h) for h in h_cov) if np.ndim(h_cov) else float(h_cov)
-        moments = state["moments"]
-        cov = self._smooth(moments, h_cov)
-        sigma2 = self._noise_variance(moments, cov, h_cov)
-        rule = "uniform" if self.fdapace_compat else "trapezoid"
-        values, phi = _fpca.eigen_analysis(
-            cov, self.work_grid_, max_components=max_k, rule=rule
-        )
-        lam = values[: phi.shape[1]]
-        mean_work = self._mean_on_work_grid(state)
-        phi = _orient(phi, mean_work, self.fdapace_compat)
-        denom = lam.sum() if self.fdapace_compat else values.sum()
-        fve = np.cumsum(lam) / denom
-
-        self.bandwidth_mean_ = float(state["h_mean"])
-        self.bandwidth_cov_ = h_cov
-        self.covariance_ = cov
-        self.mean_work_ = mean_work
-        self.noise_variance_ = sigma2
-        self._bins_centres = state["bins"].centres
-        self._w1, self._s1 = state["w1"], state["s1"]
-        self._lam_all, self._phi_all = lam, phi
-        k = self._choose_k(k_cv, lam, fve, data, state, sigma2)
-        self.n_components_ = int(k)
-        self.eigenvalues_ = lam[:k].copy()
-        self.eigenfunctions_ = phi[:, :k].copy()
-        self.fve_ = fve[:k].copy()
-        self.mean_ = self._curves(np.zeros((1, k)), self.grid_)[0]
-
-    def _mean_on_work_grid(self, state):
-        bins = state["bins"]
-        if self.fdapace_compat and bins.exact:
-            # fdapace: cubic spline of the mean at the distinct times
-            return CubicSpline(bins.centres, state["mu_c"])(self.work_grid_)
-        return local_linear_binned(
-            bins.centres,
-            state["w1"],
-            state["s1"],
-            self.work_grid_,
-            state["h_mean"],
-            self.kernel,
-        )
-
-    def _choose_k(self, k_cv, lam, fve, data, state, sigma2):
-        rule = self.n_components
-        available = lam.size
-        if isinstance(rule, numbers.Integral):
-            if rule > available:
-                warnings.warn(
-                    f"n_components={rule} but only {available} positive "
-                    f"eigenvalue(s) are available; using {available}",
-                    UserWarning,
-                    stacklevel=4,
-                )
-            return min(int(rule), available)
-        if rule == "cv":
-            return min(int(k_cv), available)
-        if rule == "fve":
-            buff = 100 * np.finfo(float).eps
-            hit = np.flatnonzero(fve >= self.fve_threshold - buff)
-            return int(hit[0]) + 1 if hit.size else available
-        # AIC / BIC as fdapace: stop at the first increase
-        penalty = 2.0 if rule == "aic" else np.log(len(data))
-        resid = data.values - self._mean_at(data.times)
-        basis = self._basis_at(data.times, self._phi_all)
-        best_k, best = 1, np.inf
-        for k in range(1, available + 1):
-            crit = (
-                _fpca.neg2_loglik(resid, basis[:, :k], data.offsets, lam[:k], sigma2)
-                + penalty * k
-            )
-            if crit > best:
-                break
-            best_k, best = k, crit
-        return best_k
 
     # ------------------------------------------------------------------ #
-    # evaluation helpers
-    def _mean_at(self, t, derivative=False):
-        """The local-linear mean (or its slope) at any times."""
-        t = np.asarray(t, dtype=np.float64)
-        uniq, inv = np.unique(t, return_inverse=True)
-        out = local_linear_binned(
-            self._bins_centres,
-            self._w1,
-            self._s1,
-            uniq,
-            self.bandwidth_mean_,
-            self.kernel,
-            derivative=derivative,
-        )
-        if derivative:
-            return out[1][inv].reshape(t.shape)
-        return out[inv].reshape(t.shape)
-
-    def _basis_at(self, t, phi=None, derivative=False):
-        """Eigenfunctions (or slopes) at times ``t`` (rows) from the work grid.
-
-        Linear interpolation with ``fdapace_compat``, else a cubic spline;
-        constant beyond the work grid (slope zero there).
-        """
-        phi = self.eigenfunctions_ if phi is None else phi
-        if self.fdapace_compat:
-            interp = slope_shared if derivative else interpolate_shared
-            return interp(phi.T, self.work_grid_, t).T
-        return spline_columns(self.work_grid_, phi, t, derivative=derivative)
-
+    # imputation hooks
     def _posterior(self, data, with_cov=False):
+        def scores(part):
+            return self._numerics.scores(
+                self._model, part.times, part.values, part.offsets, with_cov
+            )
+
         with threadpool_limits(limits=1, user_api="blas"):
             if len(data) <= _CHUNK:
-                return self._posterior_single_thread(data, with_cov)
+                return scores(data)
             # blocks of subjects keep the per-observation arrays small
             parts = [
-                self._posterior_single_thread(
-                    data.take(np.arange(i, min(i + _CHUNK, len(data)))), with_cov
-                )
+                scores(data.take(np.arange(i, min(i + _CHUNK, len(data)))))
                 for i in range(0, len(data), _CHUNK)
             ]
         if with_cov:
@@ -654,63 +377,25 @@ default="cv"
             )
         return np.concatenate(parts)
 
-    def _posterior_single_thread(self, data, with_cov):
-        resid = data.values - self._mean_at(data.times)
-        k = self.n_components_
-        if self.fdapace_compat:
-            lam, phi = self._lam_all, self._phi_all
-        else:
-            lam, phi = self.eigenvalues_, self.eigenfunctions_
-        uniq, index = np.unique(data.times, return_inverse=True)
-        if uniq.size > _MAX_EXACT_BINS:
-            uniq, index = data.times, None
-        basis = self._basis_at(uniq, phi)
-        return _fpca.posterior_scores(
-            resid,
-            basis,
-            data.offsets,
-            lam,
-            self.noise_variance_,
-            n_scores=k,
-            with_cov=with_cov,
-            time_index=index,
-        )
-
-    def _curves(self, scores, grid):
-        if self.fdapace_compat:
-            work = self.mean_work_ + scores @ self.eigenfunctions_.T
-            return interpolate_shared(work, self.work_grid_, grid)
-        return self._mean_at(grid) + scores @ self._basis_at(grid).T
-
     def _transform_grid(self, data, grid, return_std=False):
+        numerics, model = self._numerics, self._model
         if not return_std:
-            return self._curves(self._posterior(data), grid)
+            return numerics.curves(model, self._posterior(data), grid)
         scores, cov = self._posterior(data, with_cov=True)
-        curves = self._curves(scores, grid)
-        if self.fdapace_compat:
-            basis = interpolate_shared(self.eigenfunctions_.T, self.work_grid_, grid).T
-        else:
-            basis = self._basis_at(grid)
+        curves = numerics.curves(model, scores, grid)
+        basis = numerics.basis_at(model.eigenfunctions, grid)
         var = np.einsum("gk,nkl,gl->ng", basis, cov, basis)
         return curves, np.sqrt(np.clip(var, 0.0, None))
 
     def _derivative_grid(self, data, grid):
-        # the exact derivative of the curves of ``_curves``
-        scores = self._posterior(data)
-        if self.fdapace_compat:
-            work = self.mean_work_ + scores @ self.eigenfunctions_.T
-            return slope_shared(work, self.work_grid_, grid)
-        slope = self._basis_at(grid, derivative=True)
-        return self._mean_at(grid, derivative=True) + scores @ slope.T
+        return self._numerics.slopes(self._model, self._posterior(data), grid)
 
     def _predict_ragged(self, data, times, offsets):
+        numerics, model = self._numerics, self._model
         scores = self._posterior(data)
         subject = np.repeat(np.arange(len(data)), np.diff(offsets))
-        if self.fdapace_compat:
-            mean = np.interp(times, self.work_grid_, self.mean_work_)
-        else:
-            mean = self._mean_at(times)
-        basis = self._basis_at(times)
+        basis = numerics.basis_at(model.eigenfunctions, times)
+        mean = numerics.mean_at(model, times)
         return mean + np.einsum("ik,ik->i", basis, scores[subject])
 
     # ------------------------------------------------------------------ #
@@ -739,51 +424,3 @@ default="cv"
 def _is_rule(value, name):
     """Whether a parameter holds the string rule ``name`` (not a number or pair)."""
     return isinstance(value, str) and value == name
-
-
-def _orient(phi, mean_work, fdapace_compat):
-    """Fix the arbitrary signs of the eigenfunctions."""
-    if fdapace_compat:
-        sign = np.where(mean_work @ phi >= 0, 1.0, -1.0)
-    else:
-        peak = phi[np.argmax(np.abs(phi), axis=0), np.arange(phi.shape[1])]
-        sign = np.where(peak >= 0, 1.0, -1.0)
-    return phi * sign
-
-
-def _moment_sigma2(moments, work_grid, cov, cut=(0.25, 0.75)):
-    """Mean squared residual minus the smoothed variance, over the observations.
-
-    Only observations in the middle half of the range count: local fits at
-    the ends of the diagonal are the least stable (as in fdapace).
-    """
-    lo, hi = work_grid[0], work_grid[-1]
-    c = moments.centres
-    # The slack makes a centre on a quartile count in every unit of time.
-    slack = 1e-9 * (hi - lo)
-    inside = (c >= lo + cut[0] * (hi - lo) - slack) & (
-        c <= lo + cut[1] * (hi - lo) + slack
-    )
-    if moments.diag_count[inside].sum() <= 0:
-        inside = np.ones_like(inside)
-    diag = np.interp(c[inside], work_grid, np.diag(cov))
-    count = moments.diag_count[inside]
-    return (moments.diag_total[inside].sum() - np.dot(count, diag)) / count.sum()
-
-
-def _fdapace_sigma2(moments, work_grid, bandwidth, kernel):
-    """fdapace's estimate: raw variance minus rotated fit, middle half of the range."""
-    obs = moments.centres[moments.diag_count > 0]
-    a0, b0 = obs[0], obs[-1]
-    span = b0 - a0
-    buff = np.finfo(float).eps * np.max(np.abs(obs)) * 10
-    cut = work_grid[
-        (work_grid > a0 + 0.25 * span - buff) & (work_grid < a0 + 0.75 * span + buff)
-    ]
-    if cut.size < 2:
-        cut = work_grid
-    yvar = local_linear_binned(
-        moments.centres, moments.diag_count, moments.diag_total, cut, bandwidth, kernel
-    )
-    xvar = _fpca.smooth_diagonal_rotated(moments, cut, bandwidth, kernel)
-    return _fpca._trapezoid(yvar - xvar, cut) / (0.5 * span)

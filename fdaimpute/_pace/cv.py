@@ -14,8 +14,9 @@ import numbers
 
 import numpy as np
 
-from fdaimpute import _fpca
 from fdaimpute._interpolate import spline_columns
+from fdaimpute._pace.binning import regular_step
+from fdaimpute._pace.scores import cumulative_predictions
 
 HIDE_FRACTION = 0.2
 MAX_SUBJECTS = 3000
@@ -70,48 +71,55 @@ def _ragged(mask, offsets, val):
 
 
 class _Evaluator:
-    """Scores of candidate bandwidths on the held-out points (cached)."""
+    """Scores of candidate bandwidths on the held-out points (cached).
 
-    def __init__(self, est, state, val_fit, val_new, max_k):
-        self.est = est
-        self.moments = state["moments"]
-        self.smoother = (
-            None
-            if est.fdapace_compat
-            else _fpca.RotatedSmoother(self.moments, est.work_grid_, est.kernel)
-        )
+    Parameters
+    ----------
+    numerics : DefaultNumerics or FdapaceNumerics
+        Smoother, noise variance and eigen-analysis of the candidates.
+    moments : CovMoments
+        Binned raw covariances of the visible observations.
+    val_fit, val_new : tuple of (times, resid, offsets)
+        The validation subjects' visible and hidden observations.
+    max_k : int
+        Largest number of components.
+    """
+
+    def __init__(self, numerics, moments, val_fit, val_new, max_k):
+        self.numerics = numerics
+        self.moments = moments
+        self.smoother = numerics.smoother(moments)
         self.t_fit, self.r_fit, self.off_fit = val_fit
         self.t_new, self.r_new, self.off_new = val_new
         self.max_k = max_k
         self.cache = {}
-        lo, hi = est.work_grid_[0], est.work_grid_[-1]
-        both = np.clip(np.concatenate([self.t_fit, self.t_new]), lo, hi)
+        work_grid = numerics.work_grid
+        self.work_grid = work_grid
+        both = np.clip(
+            np.concatenate([self.t_fit, self.t_new]), work_grid[0], work_grid[-1]
+        )
         self.unique_times, inverse = np.unique(both, return_inverse=True)
         n_fit = self.t_fit.size
         self.inv_fit, self.inv_new = inverse[:n_fit], inverse[n_fit:]
 
     def __call__(self, along, across):
+        """Mean squared error of the hidden points for each ``K = 1..max_k``."""
         key = (float(f"{along:.12g}"), float(f"{across:.12g}"))
         if key in self.cache:
             return self.cache[key]
-        est = self.est
+        num = self.numerics
         try:
-            cov = est._smooth(self.moments, (along, across), self.smoother)
-            sigma2 = est._noise_variance(self.moments, cov, (along, across))
-            values, phi = _fpca.eigen_analysis(
-                cov,
-                est.work_grid_,
-                max_components=self.max_k,
-                rule="uniform" if est.fdapace_compat else "trapezoid",
-            )
+            cov = num.smooth(self.moments, (along, across), self.smoother)
+            sigma2 = num.noise_variance(self.moments, cov, (along, across))
+            values, phi = num.eigen(cov, self.max_k)
         except (ValueError, np.linalg.LinAlgError):
             self.cache[key] = np.full(self.max_k, np.inf)
             return self.cache[key]
         lam = values[: phi.shape[1]]
-        at_unique = spline_columns(est.work_grid_, phi, self.unique_times)
+        at_unique = spline_columns(self.work_grid, phi, self.unique_times)
         b_fit, b_new = at_unique[self.inv_fit], at_unique[self.inv_new]
         try:
-            pred = _fpca.cumulative_predictions(
+            pred = cumulative_predictions(
                 self.r_fit, b_fit, self.off_fit, b_new, self.off_new, lam, sigma2
             )
         except np.linalg.LinAlgError:
@@ -123,17 +131,38 @@ class _Evaluator:
         return scores
 
 
-def select_by_cv(est, data, bins, max_k, rng):
+def select_by_cv(
+    times,
+    values,
+    offsets,
+    bins,
+    numerics,
+    *,
+    bandwidth_mean,
+    bandwidth_cov,
+    n_components,
+    max_k,
+    rng,
+):
     """Choose the covariance bandwidths and/or K by held-out-point CV.
 
     Parameters
     ----------
-    est : PACEImputer
-        The estimator being fitted (its parameters and ``work_grid_``).
-    data : IrregularData
-        Training subjects.
-    bins : fdaimpute._fpca.Bins
+    times, values : ndarray of shape (n_obs,)
+        Training observations, concatenated by subject.
+    offsets : ndarray of shape (n_subjects + 1,)
+        CSR offsets of the subjects.
+    bins : Bins
         Bins of all training observations.
+    numerics : DefaultNumerics or FdapaceNumerics
+        The numerics of the fit (with its kernel and work grid).
+    bandwidth_mean : float or str
+        Rule of the mean bandwidth (applied to the visible points).
+    bandwidth_cov : float, pair or str
+        ``"cv"`` to search the pair ``(along, across)``; any other rule or
+        value is used as it is (only ``K`` is then chosen).
+    n_components : int or str
+        ``"cv"`` to choose ``K``; an integer scores the bandwidths at that ``K``.
     max_k : int
         Largest number of components.
     rng : numpy.random.RandomState
@@ -142,39 +171,38 @@ def select_by_cv(est, data, bins, max_k, rng):
 
     Returns
     -------
-    bandwidth : tuple of float or str
-        ``(along, across)``, or the estimator's own rule when it is not "cv".
+    bandwidth : tuple of float or the ``bandwidth_cov`` given
+        ``(along, across)``, or ``bandwidth_cov`` itself when it is not "cv".
     k : int or None
         Chosen number of components (``None`` unless ``n_components="cv"``).
     results : dict
         Evaluated bandwidths and scores.
     """
-    val, hidden = hide_points(data.offsets, rng, n_validation(data.n_obs, max_k))
+    n_subjects = offsets.size - 1
+    counts = np.diff(offsets)
+    subject = np.repeat(np.arange(n_subjects), counts)
+    val, hidden = hide_points(offsets, rng, n_validation(counts, max_k))
     visible = ~hidden
-    subject = data.subject_index
-    state = est._estimate(
-        data.times[visible],
-        data.values[visible],
+    pooled = numerics.pool(
+        times[visible],
+        values[visible],
         subject[visible],
-        len(data),
+        n_subjects,
         bins.subset(visible),
+        bandwidth_mean,
         rng,
     )
-    resid_all = data.values - bins.interpolate(state["mu_c"])
-    off_fit, idx_fit = _ragged(visible, data.offsets, val)
-    off_new, idx_new = _ragged(hidden, data.offsets, val)
+    resid_all = values - bins.interpolate(pooled.mean_at_bins)
+    off_fit, idx_fit = _ragged(visible, offsets, val)
+    off_new, idx_new = _ragged(hidden, offsets, val)
     evaluator = _Evaluator(
-        est,
-        state,
-        (data.times[idx_fit], resid_all[idx_fit], off_fit),
-        (data.times[idx_new], resid_all[idx_new], off_new),
+        numerics,
+        pooled.moments,
+        (times[idx_fit], resid_all[idx_fit], off_fit),
+        (times[idx_new], resid_all[idx_new], off_new),
         max_k,
     )
-    k_fixed = (
-        int(est.n_components)
-        if isinstance(est.n_components, numbers.Integral)
-        else None
-    )
+    k_fixed = int(n_components) if isinstance(n_components, numbers.Integral) else None
 
     def score(along, across):
         s = evaluator(along, across)
@@ -182,23 +210,22 @@ def select_by_cv(est, data, bins, max_k, rng):
             return s[min(k_fixed, max_k) - 1]
         return float(np.min(s))
 
-    if isinstance(est.bandwidth_cov, str) and est.bandwidth_cov == "cv":
+    if isinstance(bandwidth_cov, str) and bandwidth_cov == "cv":
         along, across = _search(
-            score, bins, est.work_grid_, float(state["moments"].count.sum())
+            score, bins, numerics.work_grid, float(pooled.moments.count.sum())
         )
         bandwidth = (along, across)
     else:
-        state["subject"], state["n_subjects"] = subject[visible], len(data)
-        h = est._cov_bandwidth(state)
+        h = numerics.cov_bandwidth(bandwidth_cov, pooled)
         along, across = (h, h) if np.ndim(h) == 0 else h
-        bandwidth = est.bandwidth_cov
+        bandwidth = bandwidth_cov
     curve = evaluator(along, across)
     if not np.isfinite(curve).any():
         raise ValueError(
             "cross-validation failed for every candidate bandwidth; the data "
             "are too sparse for a covariance estimate"
         )
-    wants_k = isinstance(est.n_components, str) and est.n_components == "cv"
+    wants_k = isinstance(n_components, str) and n_components == "cv"
     k = int(np.argmin(curve)) + 1 if wants_k else None
     tried = sorted(evaluator.cache)
     results = dict(
@@ -221,7 +248,7 @@ def _search(score, bins, work_grid, n_pairs):
        while it improves the score.
     """
     span = work_grid[-1] - work_grid[0]
-    step = _fpca.regular_step(bins.centres) or np.max(np.diff(bins.centres))
+    step = regular_step(bins.centres) or np.max(np.diff(bins.centres))
     h_min = max(0.7 * step, span * 1e-3)
     h_max = span
     h_dense = span * np.sqrt(20.0 / (2 * np.pi * max(n_pairs, 1.0)))

@@ -1,0 +1,212 @@
+"""Observations onto bins, and the binned sums of the raw covariances.
+
+Everything downstream works on *binned* data: observations are assigned to
+bin centres (exactly, when the centres are the distinct observation times,
+or by linear binning onto a regular grid), so the cost and memory of the
+covariance step are O(n_bins^2), independent of the number of subjects
+and of sum n_i^2. Local-linear fits on bins are exact for data sitting on
+the centres, and accurate to O((bin width / bandwidth)^2) otherwise.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass
+class Bins:
+    """Assignment of observations to bin centres.
+
+    ``index[j, q]`` and ``weight[j, q]`` (q < p) give the bins of observation
+    ``j`` and its share in each (``p = 1`` for exact binning, 2 for linear
+    binning; shares sum to one).
+    """
+
+    centres: np.ndarray
+    index: np.ndarray
+    weight: np.ndarray
+    exact: bool
+
+    def spread(self, values):
+        """Sum ``values`` (one per observation) into the bins."""
+        return np.bincount(
+            self.index.ravel(),
+            (self.weight * np.asarray(values)[:, None]).ravel(),
+            minlength=self.centres.size,
+        )
+
+    def interpolate(self, on_centres):
+        """Values at the observations of a function known at the centres."""
+        return np.sum(self.weight * on_centres[self.index], axis=1)
+
+    def subset(self, mask):
+        """The bins of the observations selected by ``mask``."""
+        return Bins(self.centres, self.index[mask], self.weight[mask], self.exact)
+
+
+def make_bins(times, *, n_bins=None, lo=None, hi=None):
+    """Exact bins at the distinct times (``n_bins=None``) or linear binning.
+
+    Parameters
+    ----------
+    times : ndarray of shape (n_obs,)
+        Observation times.
+    n_bins : int or None
+        ``None``: one bin per distinct time (exact). An int: that many
+        equally spaced centres on ``[lo, hi]`` with linear binning (each
+        observation split between its two neighbouring centres).
+    lo, hi : float
+        Range of the regular centres (default: range of ``times``).
+
+    Returns
+    -------
+    Bins
+    """
+    times = np.asarray(times, dtype=np.float64)
+    if n_bins is None:
+        centres, inverse = np.unique(times, return_inverse=True)
+        return Bins(centres, inverse.reshape(-1, 1), np.ones((times.size, 1)), True)
+    lo = times.min() if lo is None else lo
+    hi = times.max() if hi is None else hi
+    centres = np.linspace(lo, hi, int(n_bins))
+    step = (hi - lo) / (n_bins - 1)
+    pos = np.clip((times - lo) / step, 0.0, n_bins - 1)
+    left = np.minimum(np.floor(pos).astype(np.int64), n_bins - 2)
+    frac = pos - left
+    index = np.stack([left, left + 1], axis=1)
+    weight = np.stack([1.0 - frac, frac], axis=1)
+    return Bins(centres, index, weight, False)
+
+
+def choose_bins(times, binning, n_work_grid, lo, hi, *, max_exact=None):
+    """The bins of PACEImputer's ``binning`` parameter.
+
+    Parameters
+    ----------
+    times : ndarray of shape (n_obs,)
+        Observation times.
+    binning : "auto", int or False
+        ``False``: exact bins; an int: that many linear bins on ``[lo, hi]``;
+        ``"auto"``: exact bins when the distinct times form a regular grid
+        of at most ``2 (n_work_grid - 1) + 1`` points (or number at most
+        ``max_exact``), else that many linear bins.
+    n_work_grid : int
+        Points of the work grid.
+    lo, hi : float
+        Range of the linear bins.
+    max_exact : int, default=None
+        With ``"auto"``, also bin exactly up to this many distinct times,
+        regular or not (fdapace's choice).
+
+    Returns
+    -------
+    Bins
+    """
+    if binning is False:
+        return make_bins(times)
+    if isinstance(binning, numbers.Integral):
+        return make_bins(times, n_bins=int(binning), lo=lo, hi=hi)
+    distinct = np.unique(times)
+    n_bins = 2 * (n_work_grid - 1) + 1
+    if distinct.size <= n_bins and regular_step(distinct):
+        return make_bins(times)
+    if max_exact is not None and distinct.size <= max_exact:
+        return make_bins(times)
+    return make_bins(times, n_bins=n_bins, lo=lo, hi=hi)
+
+
+def regular_step(x, rtol=1e-6):
+    """Spacing of ``x`` if it is an equally spaced grid, else None."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size < 2:
+        return None
+    d = np.diff(x)
+    step = (x[-1] - x[0]) / (x.size - 1)
+    if step > 0 and np.all(np.abs(d - step) <= rtol * step):
+        return float(step)
+    return None
+
+
+@dataclass
+class CovMoments:
+    """Binned raw-covariance sums on ``centres x centres``.
+
+    ``count``, ``total`` and ``total_sq`` are the (weighted) number of raw
+    products (y_ij - mu)(y_ik - mu), their sum and the sum of their squares,
+    over pairs ``j != k`` (or all pairs without measurement error); ``diag_*``
+    are the same over ``j == k`` on the centres (1-D).
+    """
+
+    centres: np.ndarray
+    count: np.ndarray
+    total: np.ndarray
+    total_sq: np.ndarray
+    diag_count: np.ndarray
+    diag_total: np.ndarray
+    diag_total_sq: np.ndarray
+
+
+def covariance_moments(bins, resid, subject, n_subjects, *, include_diagonal=False):
+    """Sum the raw covariances of each subject's residual pairs into bins.
+
+    With ``Z[i, b] = sum_j w_jb r_ij`` the all-pairs sums are ``Z^T Z``; the
+    ``j == k`` terms are removed afterwards, so no pair is ever materialised.
+
+    Parameters
+    ----------
+    bins : Bins
+        Bins of the observations.
+    resid : ndarray of shape (n_obs,)
+        Residuals from the mean.
+    subject : ndarray of int of shape (n_obs,)
+        Subject of each observation.
+    n_subjects : int
+        Number of subjects.
+    include_diagonal : bool, default=False
+        Also count the products of an observation with itself.
+
+    Returns
+    -------
+    CovMoments
+    """
+    n_bins = bins.centres.size
+    p = bins.index.shape[1]
+    rows = np.repeat(subject, p)
+    cols = bins.index.ravel()
+    w = bins.weight
+    r = np.asarray(resid)[:, None]
+
+    def gram(values):
+        z = sp.csr_matrix((values.ravel(), (rows, cols)), shape=(n_subjects, n_bins))
+        return np.asarray((z.T @ z).todense())
+
+    def self_pairs(values):
+        # sum over observations of w_ja w_jb values_j on cell (a, b)
+        cell = (bins.index[:, :, None] * n_bins + bins.index[:, None, :]).ravel()
+        prod = (w[:, :, None] * w[:, None, :] * values[:, None, None]).ravel()
+        return np.bincount(cell, prod, minlength=n_bins * n_bins).reshape(
+            n_bins, n_bins
+        )
+
+    r2 = r[:, 0] ** 2
+    count = gram(w)
+    total = gram(w * r)
+    total_sq = gram(w * r * r)
+    if not include_diagonal:
+        count -= self_pairs(np.ones_like(r2))
+        total -= self_pairs(r2)
+        total_sq -= self_pairs(r2 * r2)
+        np.clip(count, 0.0, None, out=count)
+    return CovMoments(
+        bins.centres,
+        count,
+        total,
+        total_sq,
+        bins.spread(np.ones_like(r2)),
+        bins.spread(r2),
+        bins.spread(r2 * r2),
+    )

@@ -1,0 +1,173 @@
+"""The typed results passed between PACE's steps, and the fitted model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fdaimpute._local_linear import local_linear_binned
+from fdaimpute._pace.binning import Bins, CovMoments
+
+
+@dataclass(frozen=True)
+class MeanCurve:
+    """The local-linear mean, evaluable at any times from its binned sums.
+
+    Attributes
+    ----------
+    centres, weight, total : ndarray of shape (n_bins,)
+        Bin centres, the weight of the observations in each bin and the sum
+        of their values.
+    bandwidth : float
+        Bandwidth of the smoother.
+    kernel : str
+        Kernel name.
+    """
+
+    centres: np.ndarray
+    weight: np.ndarray
+    total: np.ndarray
+    bandwidth: float
+    kernel: str
+
+    def __call__(self, times, derivative=False):
+        """The mean (or, with ``derivative``, its slope) at ``times`` (any shape)."""
+        t = np.asarray(times, dtype=np.float64)
+        uniq, inv = np.unique(t, return_inverse=True)
+        out = local_linear_binned(
+            self.centres,
+            self.weight,
+            self.total,
+            uniq,
+            self.bandwidth,
+            self.kernel,
+            derivative=derivative,
+        )
+        if derivative:
+            return out[1][inv].reshape(t.shape)
+        return out[inv].reshape(t.shape)
+
+
+@dataclass(frozen=True)
+class PooledMoments:
+    """The pooled mean of some observations and the binned raw covariances around it.
+
+    Attributes
+    ----------
+    bins : Bins
+        Bins of the observations.
+    mean : MeanCurve
+        The local-linear mean.
+    mean_at_bins : ndarray of shape (n_bins,)
+        The mean at the bin centres.
+    times, resid : ndarray of shape (n_obs,)
+        Observation times and residuals from the mean.
+    subject : ndarray of int of shape (n_obs,)
+        Subject of each observation.
+    n_subjects : int
+        Number of subjects.
+    moments : CovMoments
+        Binned sums of the raw covariances of the residuals.
+    """
+
+    bins: Bins
+    mean: MeanCurve
+    mean_at_bins: np.ndarray
+    times: np.ndarray
+    resid: np.ndarray
+    subject: np.ndarray
+    n_subjects: int
+    moments: CovMoments
+
+
+@dataclass(frozen=True)
+class CovarianceEstimate:
+    """A smoothed covariance, its eigen-analysis and the noise variance.
+
+    Attributes
+    ----------
+    bandwidth : float or tuple of float
+        Bandwidth of the covariance smoother (``(along, across)`` when rotated).
+    covariance : ndarray of shape (G, G)
+        The surface on the work grid.
+    noise_variance : float
+        Estimated ``sigma^2``.
+    eigenvalues : ndarray of shape (p,)
+        The leading eigenvalues (at most ``max_components``).
+    eigenfunctions : ndarray of shape (G, p)
+        Their eigenfunctions on the work grid, signs fixed.
+    fve : ndarray of shape (p,)
+        Cumulative fraction of variance explained.
+    mean_work : ndarray of shape (G,)
+        The mean on the work grid.
+    """
+
+    bandwidth: float | tuple
+    covariance: np.ndarray
+    noise_variance: float
+    eigenvalues: np.ndarray
+    eigenfunctions: np.ndarray
+    fve: np.ndarray
+    mean_work: np.ndarray
+
+
+@dataclass(frozen=True)
+class PACEModel:
+    """What imputation needs of a fitted PACE model.
+
+    Attributes
+    ----------
+    mean : MeanCurve
+        The local-linear mean.
+    work_grid : ndarray of shape (G,)
+        The work grid.
+    mean_work : ndarray of shape (G,)
+        The mean on the work grid.
+    eigenvalues : ndarray of shape (K,)
+        The ``K`` components' eigenvalues.
+    eigenfunctions : ndarray of shape (G, K)
+        Their eigenfunctions on the work grid.
+    all_eigenvalues : ndarray of shape (p,)
+        Every kept eigenvalue, ``p >= K`` (fdapace builds ``Sigma_i`` from them).
+    all_eigenfunctions : ndarray of shape (G, p)
+        Their eigenfunctions.
+    noise_variance : float
+        ``sigma^2``.
+    """
+
+    mean: MeanCurve
+    work_grid: np.ndarray
+    mean_work: np.ndarray
+    eigenvalues: np.ndarray
+    eigenfunctions: np.ndarray
+    all_eigenvalues: np.ndarray
+    all_eigenfunctions: np.ndarray
+    noise_variance: float
+
+    @property
+    def n_components(self):
+        """The number of components ``K``."""
+        return self.eigenvalues.size
+
+
+@dataclass(frozen=True)
+class PACEFit:
+    """Everything a PACE fit produces.
+
+    Attributes
+    ----------
+    model : PACEModel
+        What imputation needs.
+    estimate : CovarianceEstimate
+        The covariance, its eigen-analysis and ``sigma^2`` (all kept components).
+    n_bins : int
+        Number of bins of the mean and covariance sums.
+    cv_results : dict or None
+        Held-out-point cross-validation's bandwidths and scores, if it ran.
+    """
+
+    model: PACEModel
+    estimate: CovarianceEstimate
+    n_bins: int
+    cv_results: dict | None

@@ -1,0 +1,176 @@
+"""Scores by conditional expectation (the best linear predictor), and their likelihood.
+
+The oracle (:class:`fdaimpute.oracle.ConditionalMean`) uses the same
+:func:`posterior_scores` with the true eigenpairs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fdaimpute._linalg import group_by_count
+
+
+def posterior_scores(
+    resid,
+    basis,
+    offsets,
+    lam,
+    sigma2,
+    *,
+    n_scores=None,
+    with_cov=False,
+    time_index=None,
+    woodbury=True,
+):
+    """Conditional expectation of the scores, batched by number of observations.
+
+    ``Sigma_i = Phi_i Lambda Phi_i^T + sigma2 I`` uses all ``len(lam)``
+    components; scores (and their covariance) are returned for the first
+    ``n_scores`` of them.
+
+    Parameters
+    ----------
+    resid : ndarray of shape (n_obs,)
+        ``y - mu(t)`` of every observation.
+    basis : ndarray of shape (n_obs, p) or (n_times, p)
+        Eigenfunctions at the observation times, or at the distinct times
+        when ``time_index`` is given.
+    offsets : ndarray of shape (n_subjects + 1,)
+        CSR offsets.
+    lam : ndarray of shape (p,)
+        Eigenvalues.
+    sigma2 : float
+        Measurement-error variance.
+    n_scores : int, default=None
+        Number of leading scores to return (default ``p``).
+    with_cov : bool, default=False
+        Also return the posterior covariance of the returned scores.
+    time_index : ndarray of shape (n_obs,), default=None
+        Row of ``basis`` of each observation. With few distinct times each
+        ``Sigma_i`` is then gathered from one precomputed matrix.
+    woodbury : bool, default=True
+        For subjects with more observations than components (and
+        ``sigma2 > 0``), solve the ``p x p`` system of the Woodbury identity
+        instead of the ``n_i x n_i`` one: faster, equal up to rounding.
+
+    Returns
+    -------
+    mean : ndarray of shape (n_subjects, n_scores)
+    cov : ndarray of shape (n_subjects, n_scores, n_scores)
+        Only when ``with_cov``.
+    """
+    p = lam.size
+    q = p if n_scores is None else int(n_scores)
+    n = offsets.size - 1
+    mean = np.zeros((n, q))
+    cov = np.zeros((n, q, q)) if with_cov else None
+    if with_cov:
+        cov[:] = np.diag(lam[:q])
+    full = None
+    if time_index is not None:
+        full = (basis * lam) @ basis.T
+    for rows, obs in group_by_count(offsets):
+        ti = obs if time_index is None else time_index[obs]
+        b = basis[ti]  # (g, m, p)
+        r = resid[obs]  # (g, m)
+        m = obs.shape[1]
+        if woodbury and m > p and sigma2 > 0:
+            # Woodbury: (Phi^T Phi + sigma2 Lambda^-1)^-1 Phi^T r, p x p systems
+            a = np.swapaxes(b, 1, 2) @ b
+            a[:, np.arange(p), np.arange(p)] += sigma2 / lam
+            rhs = np.einsum("gmp,gm->gp", b, r)[..., None]
+            if with_cov:
+                eye = np.broadcast_to(np.eye(p), a.shape)
+                rhs = np.concatenate([rhs, eye], axis=2)
+            sol = np.linalg.solve(a, rhs)
+            mean[rows] = sol[:, :q, 0]
+            if with_cov:
+                cov[rows] = sigma2 * sol[:, :q, 1 : q + 1]
+            continue
+        if full is None:
+            sigma = (b * lam) @ np.swapaxes(b, 1, 2)
+        else:
+            sigma = full[ti[:, :, None], ti[:, None, :]]
+        trace = np.trace(sigma, axis1=1, axis2=2).max() if len(rows) else 0.0
+        jitter = max(sigma2, 1e-10 * max(trace, 1e-300) / m)
+        sigma[:, np.arange(m), np.arange(m)] += jitter
+        blq = b[..., :q] * lam[:q]
+        rhs = np.concatenate([r[..., None], blq], axis=2) if with_cov else r[..., None]
+        sol = np.linalg.solve(sigma, rhs)
+        mean[rows] = np.einsum("gmp,gm->gp", blq, sol[..., 0])
+        if with_cov:
+            cov[rows] = np.diag(lam[:q]) - np.swapaxes(blq, 1, 2) @ sol[..., 1:]
+    if with_cov:
+        return mean, cov
+    return mean
+
+
+def cumulative_predictions(
+    resid_fit, basis_fit, offsets_fit, basis_new, offsets_new, lam, sigma2
+):
+    """Predictions at held-out times for every number of components at once.
+
+    For subject ``i`` with visible residuals ``r`` at basis rows ``Phi`` and
+    held-out basis rows ``Phi_h``, the prediction with the first ``K``
+    components is ``Phi_h[:, :K] (Phi[:, :K]^T Phi[:, :K] + sigma2
+    Lambda_K^-1)^-1 Phi[:, :K]^T r``. With ``L`` the Cholesky factor of the
+    full ``p x p`` matrix, the ``K``-component system has factor
+    ``L[:K, :K]``, so all ``K = 1..p`` predictions are the cumulative sums
+    over ``k`` of ``(L^-1 Phi_h^T)[k] (L^-1 Phi^T r)[k]``.
+
+    Returns
+    -------
+    ndarray of shape (n_new_obs, p)
+        Column ``K - 1``: the prediction (minus the mean) with ``K`` components.
+    """
+    p = lam.size
+    out = np.zeros((basis_new.shape[0], p))
+    counts_new = np.diff(offsets_new)
+    ridge = sigma2 / lam
+    for rows, obs in group_by_count(offsets_fit):
+        b = basis_fit[obs]
+        a = np.swapaxes(b, 1, 2) @ b
+        jitter = 1e-10 * np.trace(a, axis1=1, axis2=2)[:, None] / p
+        a[:, np.arange(p), np.arange(p)] += ridge + jitter
+        chol = np.linalg.cholesky(a)
+        rhs_r = np.einsum("gmp,gm->gp", b, resid_fit[obs])
+        sub_counts = counts_new[rows]
+        for m_new in np.unique(sub_counts):
+            if m_new == 0:
+                continue
+            sel = np.flatnonzero(sub_counts == m_new)
+            idx = offsets_new[rows[sel]][:, None] + np.arange(m_new)
+            rhs = np.concatenate(
+                [rhs_r[sel][..., None], np.swapaxes(basis_new[idx], 1, 2)], axis=2
+            )
+            sol = _forward_substitution(chol[sel], rhs)  # L^-1 [Phi^T r, Phi_h^T]
+            contrib = np.swapaxes(sol[..., 1:], 1, 2) * sol[:, None, :, 0]
+            out[idx] = np.cumsum(contrib, axis=2)
+    return out
+
+
+def _forward_substitution(chol, rhs):
+    """Solve ``L x = rhs`` for a batch of lower-triangular ``L``, row by row."""
+    out = np.empty_like(rhs)
+    for j in range(chol.shape[1]):
+        acc = rhs[:, j]
+        if j:
+            acc = acc - np.einsum("gk,gkc->gc", chol[:, j, :j], out[:, :j])
+        out[:, j] = acc / chol[:, j, j, None]
+    return out
+
+
+def neg2_loglik(resid, basis, offsets, lam, sigma2):
+    """Minus twice the Gaussian log-likelihood (without 2 pi), as fdapace's AIC/BIC."""
+    total = 0.0
+    for _, obs in group_by_count(offsets):
+        b = basis[obs]
+        r = resid[obs]
+        m = obs.shape[1]
+        sigma = (b * lam) @ np.swapaxes(b, 1, 2)
+        sigma[:, np.arange(m), np.arange(m)] += max(sigma2, 1e-12)
+        sign, logdet = np.linalg.slogdet(sigma)
+        quad = np.einsum("gm,gm->g", r, np.linalg.solve(sigma, r[..., None])[..., 0])
+        total += float(np.sum(logdet + quad))
+    return total

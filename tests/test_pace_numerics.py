@@ -1,0 +1,125 @@
+"""PACE's numerics on arrays, without an estimator."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.utils import check_random_state
+
+from fdaimpute._pace.binning import choose_bins
+from fdaimpute._pace.cv import select_by_cv
+from fdaimpute._pace.eigen import eigen_analysis
+from fdaimpute._pace.numerics import DefaultNumerics, FdapaceNumerics
+from fdaimpute._pace.scores import posterior_scores
+from fdaimpute.pace import PACEImputer
+from fdaimpute.simulate import BasisProcess, sample
+
+LAMBDA = np.array([1.0, 0.5, 0.2])
+
+
+def _basis(t):
+    t = np.asarray(t, dtype=float)
+    r2 = np.sqrt(2.0)
+    return np.stack(
+        [
+            r2 * np.sin(2 * np.pi * t),
+            r2 * np.cos(2 * np.pi * t),
+            r2 * np.sin(4 * np.pi * t),
+        ],
+        axis=-1,
+    )
+
+
+@pytest.fixture(scope="module")
+def sim():
+    process = BasisProcess(
+        lambda t: 1.0 + t, _basis, LAMBDA, scores="gauss", noise_sd=0.3
+    )
+    return sample(process, 1000, "6-10", random_state=0, split=(0.9, 0.0, 0.1))
+
+
+def _arrays(data):
+    return data.times, data.values, data.offsets
+
+
+@pytest.mark.parametrize("numerics_class", [DefaultNumerics, FdapaceNumerics])
+def test_each_numerics_recovers_a_known_covariance(sim, numerics_class):
+    times, values, offsets = _arrays(sim.train.data)
+    grid = np.linspace(times.min(), times.max(), 51)
+    numerics = numerics_class("gaussian", grid, True)
+    bins = choose_bins(times, "auto", grid.size, grid[0], grid[-1])
+    subject = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    rng = check_random_state(0)
+    pooled = numerics.pool(times, values, subject, offsets.size - 1, bins, "gcv", rng)
+    estimate = numerics.estimate_covariance(pooled, 0.05, 5)
+    b = _basis(grid)
+    truth = (b * LAMBDA) @ b.T
+    # 900 subjects: sampling error of a few tenths at worst, far less on average
+    assert np.sqrt(np.mean((estimate.covariance - truth) ** 2)) < 0.2
+    assert_allclose(estimate.eigenvalues[:2], LAMBDA[:2], rtol=0.15)
+    assert 0 < estimate.noise_variance < 0.3
+    assert estimate.eigenfunctions.shape == (grid.size, 5)
+
+
+@pytest.mark.parametrize("rule", ["trapezoid", "uniform"])
+def test_eigen_analysis_of_an_exact_surface(rule):
+    grid = np.linspace(0.0, 1.0, 201)
+    b = _basis(grid)
+    values, phi = eigen_analysis((b * LAMBDA) @ b.T, grid, max_components=3, rule=rule)
+    assert_allclose(values[:3], LAMBDA, rtol=1e-2)
+    overlap = np.abs(np.trapezoid(phi * b, grid, axis=0))
+    assert_allclose(overlap, 1.0, atol=1e-2)
+
+
+def test_cv_on_arrays_chooses_what_the_estimator_chooses(sim):
+    data = sim.train.data
+    est = PACEImputer(n_work_grid=31, random_state=3).fit(data)
+    grid = np.linspace(*data.time_range, 31)
+    numerics = DefaultNumerics("gaussian", grid, True)
+    times, values, offsets = _arrays(data)
+    bins = choose_bins(times, "auto", grid.size, grid[0], grid[-1])
+    bandwidth, k, results = select_by_cv(
+        times,
+        values,
+        offsets,
+        bins,
+        numerics,
+        bandwidth_mean="gcv",
+        bandwidth_cov="cv",
+        n_components="cv",
+        max_k=est.cv_results_["scores_by_k"].size,
+        rng=check_random_state(3),
+    )
+    assert bandwidth == est.bandwidth_cov_
+    assert k == est.n_components_
+    np.testing.assert_array_equal(results["scores"], est.cv_results_["scores"])
+
+
+@pytest.mark.parametrize("numerics_class", [DefaultNumerics, FdapaceNumerics])
+def test_slopes_are_the_derivative_of_curves(sim, numerics_class):
+    est = PACEImputer(
+        n_components=3,
+        bandwidth_cov=0.1,
+        fdapace_compat=numerics_class is FdapaceNumerics,
+    ).fit(sim.train.data)
+    numerics, model = est._numerics, est._model
+    assert type(numerics) is numerics_class
+    scores = np.random.default_rng(0).standard_normal((4, 3))
+    t = np.linspace(0.013, 0.987, 60)
+    h = 1e-6
+    slope = (
+        numerics.curves(model, scores, t + h) - numerics.curves(model, scores, t - h)
+    ) / (2 * h)
+    assert_allclose(numerics.slopes(model, scores, t), slope, rtol=1e-4, atol=1e-4)
+    assert_allclose(numerics.curves(model, 0 * scores[:1], est.grid_)[0], est.mean_)
+
+
+def test_woodbury_and_direct_scores_agree():
+    rng = np.random.default_rng(1)
+    offsets = np.array([0, 2, 9, 15])
+    basis = rng.standard_normal((15, 3))
+    resid = rng.standard_normal(15)
+    args = (resid, basis, offsets, LAMBDA, 0.1)
+    fast = posterior_scores(*args, with_cov=True)
+    direct = posterior_scores(*args, with_cov=True, woodbury=False)
+    for a, b in zip(fast, direct):
+        assert_allclose(a, b, rtol=1e-10, atol=1e-12)
