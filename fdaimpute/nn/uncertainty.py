@@ -23,8 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from fdaimpute.nn.batching import hide_observations
-from fdaimpute.nn.sand import interpolate_linear
-from fdaimpute.nn.training import _forward, read_at
+from fdaimpute.nn.inference import read_at
+from fdaimpute.nn.integration import interpolate_linear
 
 __all__ = ["ErrorVarianceHead", "error_features", "fit_error_head"]
 
@@ -116,7 +116,7 @@ def error_features(out, grid, times, visible, query=None):
 
     Parameters
     ----------
-    out : dict
+    out : ModuleOutput or dict
         A VT or SAND module's output (``curve``, and ``sand`` for SAND).
     grid : Tensor of shape (M,)
         The grid of ``out``.
@@ -166,7 +166,7 @@ def _nll(variance, noise, resid2, floor):
 
 
 def _read(module, batch, grid, anchors):
-    out = _forward(module, batch, grid, anchors)
+    out = module(batch.times, batch.values, batch.visible, grid, anchors=anchors)
     vt, sand = read_at(out, grid, batch.times, anchors)
     return out, vt if sand is None else sand
 
