@@ -531,3 +531,63 @@ def test_dropout_gives_each_subject_its_own_noise():
     vt.eval()
     out = vt(t, y, mask, torch.linspace(0, 1, 11))["curve"]
     torch.testing.assert_close(out[0], out[1])
+
+
+# --------------------------------------------------------------------------- #
+# one call and one output type for both modules
+
+
+@pytest.mark.parametrize("anchors", [None, "mean", "two-sided"])
+def test_vt_and_sand_take_the_same_call_and_return_the_same_type(anchors):
+    from fdaimpute.nn import ModuleOutput
+
+    torch.manual_seed(0)
+    data = ragged(n=4)
+    b = data.batch(torch.arange(4))
+    grid = torch.linspace(0, 1, 21)
+    sand = tiny_sand().eval()
+    with torch.no_grad():
+        outs = [
+            m(b.times, b.values, b.valid, grid, anchors=anchors, return_hidden=True)
+            for m in (sand.vt, sand)
+        ]
+    vt_out, sand_out = outs
+    assert all(isinstance(o, ModuleOutput) for o in outs)
+    assert vt_out.derivative is None and vt_out.sand is None
+    assert vt_out.output is vt_out.curve and "sand" not in vt_out
+    assert sand_out.output is sand_out.sand and sand_out.derivative.shape == (4, 21)
+    assert sorted(sand_out.hidden) == sorted(vt_out.hidden)
+    # a rule gives the same curve as the explicit anchors it stands for
+    if anchors is not None:
+        weights = anchor_weights(b.times, b.valid, grid, anchors == "two-sided")
+        if anchors == "two-sided":
+            weights = weights > 0
+        with torch.no_grad():
+            explicit = sand(b.times, b.values, b.valid, grid, weights, anchors)
+        assert torch.equal(explicit.sand, sand_out.sand)
+
+
+def test_parameter_groups_split_sand_from_the_transformer():
+    model = tiny_sand()
+    vt_params, sand_params = model.parameter_groups()
+    assert len(vt_params) + len(sand_params) == len(list(model.parameters()))
+    assert {id(p) for p in sand_params} == {id(p) for p in model.sand.parameters()}
+    assert len(model.vt.parameter_groups()) == 1
+
+
+def test_validation_hiding_is_fixed_by_its_seed_and_follows_batches():
+    from fdaimpute.nn.validation import hidden_in_batch, hide_validation_observations
+
+    data = ragged(n=8, lo=1, hi=9)
+    flags = hide_validation_observations(data, seed=3)
+    assert torch.equal(flags, hide_validation_observations(data, seed=3))
+    assert flags.shape == data.times.shape and bool(flags.any())
+    index = torch.tensor([5, 2, 7])
+    batch = data.batch(index)
+    held = hidden_in_batch(flags, data, batch)
+    for row, i in enumerate(index.tolist()):
+        start, stop = int(data.offsets[i]), int(data.offsets[i + 1])
+        assert held[row, : stop - start].tolist() == flags[start:stop].tolist()
+        assert not bool(held[row, stop - start :].any())
+    single = RaggedTensors([0.1, 0.5], [1.0, 2.0], [0, 1, 2])
+    assert hide_validation_observations(single, seed=0) is None

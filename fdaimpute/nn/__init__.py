@@ -2,10 +2,16 @@
 
 - :mod:`~fdaimpute.nn.encoding`: sinusoidal time encodings;
 - :mod:`~fdaimpute.nn.transformer`: the vanilla transformer imputer (VT);
-- :mod:`~fdaimpute.nn.sand`: self-attention on derivatives and integration;
-- :mod:`~fdaimpute.nn.regularizers`: loss penalties and their interface;
+- :mod:`~fdaimpute.nn.sand`: self-attention on derivatives (the layer), and
+  :mod:`~fdaimpute.nn.sand_module`: VT followed by SAND;
+- :mod:`~fdaimpute.nn.integration`: integration and interpolation on a grid;
+- :mod:`~fdaimpute.nn.output`: what both modules return (one type);
+- :mod:`~fdaimpute.nn.regularizers`: loss penalties, and
+  :mod:`~fdaimpute.nn.regularizer_base`: their interface;
 - :mod:`~fdaimpute.nn.batching`: ragged batches and self-supervised masking;
-- :mod:`~fdaimpute.nn.training`: the training loop and batched inference;
+- :mod:`~fdaimpute.nn.validation`: the validation subjects' hidden points;
+- :mod:`~fdaimpute.nn.training` (with :mod:`~fdaimpute.nn.optim`): the
+  training loop, and :mod:`~fdaimpute.nn.inference`: batched inference;
 - :mod:`~fdaimpute.nn.uncertainty`: the error-variance head behind
   ``return_std``.
 """
@@ -17,6 +23,7 @@ from fdaimpute.nn.batching import (
     hide_observations,
 )
 from fdaimpute.nn.encoding import SinusoidalEncoding, sinusoidal_encoding
+from fdaimpute.nn.output import ModuleOutput
 from fdaimpute.nn.regularizers import (
     LipReg,
     NormStabilizer,
@@ -44,6 +51,7 @@ __all__ = [
     "Batch",
     "ErrorVarianceHead",
     "LipReg",
+    "ModuleOutput",
     "NormStabilizer",
     "RaggedTensors",
     "Regularizer",

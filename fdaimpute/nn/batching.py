@@ -11,7 +11,13 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Batch", "RaggedTensors", "anchor_weights", "hide_observations"]
+__all__ = [
+    "Batch",
+    "RaggedTensors",
+    "anchor_weights",
+    "hide_observations",
+    "shuffled_batches",
+]
 
 
 @dataclass
@@ -174,3 +180,37 @@ def anchor_weights(times, mask, grid, nearest=False):
         return out.scatter_add_(1, pos + (frac > 0.5).long(), w)
     out.scatter_add_(1, pos, w * (1 - frac))
     return out.scatter_add_(1, pos + 1, w * frac)
+
+
+def shuffled_batches(data, batch_size, bucket, generator):
+    """Index tensors of one epoch's batches: shuffled, sorted by length in chunks.
+
+    Parameters
+    ----------
+    data : RaggedTensors
+        The subjects.
+    batch_size : int
+        Subjects per batch.
+    bucket : int
+        Sort subjects by length within chunks of ``bucket`` batches, which
+        cuts padding when the numbers of observations vary (0 disables it).
+    generator : torch.Generator
+        CPU random source of the shuffles.
+
+    Returns
+    -------
+    list of Tensor
+        The batches' subject positions, in a random order.
+    """
+    n = len(data)
+    perm = torch.randperm(n, generator=generator)
+    if bucket and data.counts_cpu.min() != data.counts_cpu.max():
+        chunk = batch_size * bucket
+        parts = []
+        for start in range(0, n, chunk):
+            idx = perm[start : start + chunk]
+            parts.append(idx[data.counts_cpu[idx].argsort(stable=True)])
+        perm = torch.cat(parts)
+    out = list(perm.split(batch_size))
+    order = torch.randperm(len(out), generator=generator)
+    return [out[i] for i in order]

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fdaimpute.nn.encoding import SinusoidalEncoding
+from fdaimpute.nn.output import ModuleOutput
 
 __all__ = ["Attention", "DecoderLayer", "EncoderLayer", "VTModule"]
 
@@ -217,7 +218,11 @@ class VTModule(nn.Module):
         feats = torch.cat([grid.unsqueeze(-1), self.encoding(grid)], dim=-1)
         return self.query_proj(feats).unsqueeze(0)
 
-    def forward(self, t, y, mask, grid, return_hidden=False):
+    def parameter_groups(self):
+        """The parameters in one list (SAND's module has two groups)."""
+        return [list(self.parameters())]
+
+    def forward(self, t, y, mask, grid, return_hidden=False, *, anchors=None):
         """Impute curves on ``grid`` from the observations the mask lets through.
 
         Parameters
@@ -232,14 +237,18 @@ class VTModule(nn.Module):
             Output grid on the same time scale.
         return_hidden : bool, default=False
             Also return every layer's output (for regularizers).
+        anchors : None
+            Ignored: VT has no integration constant. Accepted so that a VT
+            and a :class:`~fdaimpute.nn.SANDModule` take the same call.
 
         Returns
         -------
-        dict
+        ModuleOutput
             ``curve`` (B, M): the imputation T~ on the grid; ``embedding``
             (B, L, d): the encoder's input tokens; ``hidden``: a dict of
             layer outputs named ``encoder.<i>`` (B, L, d) and ``decoder.<i>``
-            (B, M, d) (only with ``return_hidden``).
+            (B, M, d) (only with ``return_hidden``); ``sand`` and
+            ``derivative`` are None.
         """
         batch = t.shape[0]
         emb = self.embed(t, y)
@@ -263,7 +272,4 @@ class VTModule(nn.Module):
             if return_hidden:
                 hidden[f"decoder.{i}"] = q
         curve = self.head(self.decoder_norm(q)).squeeze(-1)
-        out = {"curve": curve, "embedding": emb}
-        if return_hidden:
-            out["hidden"] = hidden
-        return out
+        return ModuleOutput(curve, emb, hidden=hidden if return_hidden else None)

@@ -23,8 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from fdaimpute.nn.batching import hide_observations
-from fdaimpute.nn.sand import interpolate_linear
-from fdaimpute.nn.training import _forward, read_at
+from fdaimpute.nn.inference import read_at
+from fdaimpute.nn.integration import interpolate_linear
 
 __all__ = ["ErrorVarianceHead", "error_features", "fit_error_head"]
 
@@ -116,7 +116,7 @@ def error_features(out, grid, times, visible, query=None):
 
     Parameters
     ----------
-    out : dict
+    out : ModuleOutput or dict
         A VT or SAND module's output (``curve``, and ``sand`` for SAND).
     grid : Tensor of shape (M,)
         The grid of ``out``.
@@ -166,7 +166,7 @@ def _nll(variance, noise, resid2, floor):
 
 
 def _read(module, batch, grid, anchors):
-    out = _forward(module, batch, grid, anchors)
+    out = module(batch.times, batch.values, batch.visible, grid, anchors=anchors)
     vt, sand = read_at(out, grid, batch.times, anchors)
     return out, vt if sand is None else sand
 
@@ -229,41 +229,15 @@ def fit_error_head(
     """
     device = grid.device
     gen = torch.Generator(device=device).manual_seed(seed)
-    feats, resid2, noise_share, groups = [], [], [], []
     module.eval()
     with torch.no_grad():
-        for draw in range(max_draws):
-            for index in torch.arange(len(data)).split(batch_size):
-                batch = data.batch(index)
-                if draw % 2:
-                    hidden = hide_observations(batch.valid, gen)
-                else:
-                    hidden = _pick_one(batch.valid, gen, min_count=2)
-                if not bool(hidden.any()):
-                    continue
-                batch.visible = batch.valid & ~hidden
-                out, pred = _read(module, batch, grid, anchors)
-                f = error_features(out, grid, batch.times, batch.visible, batch.times)
-                # the sensitivity of the curve to one visible value: near an
-                # observation, the curve's error includes a share of its noise
-                probe = _pick_one(batch.visible, gen)
-                values = batch.values
-                batch.values = values + _DELTA * probe
-                leverage = (_read(module, batch, grid, anchors)[1] - pred) / _DELTA
-                batch.values = values
-                owner = batch.index.unsqueeze(1).expand_as(hidden)
-                shares = (torch.ones_like(pred), 1.0 - 2.0 * leverage)
-                for where, share in zip((hidden, probe), shares):
-                    feats.append(f[where])
-                    resid2.append((values - pred)[where].float().pow(2))
-                    noise_share.append(share[where].float())
-                    groups.append(owner[where])
-            if not resid2 or sum(r.numel() for r in resid2) >= min_residuals:
-                break
-    if not resid2:
+        residuals = _draw_residuals(
+            module, data, grid, anchors, gen, min_residuals, max_draws, batch_size
+        )
+    if residuals is None:
         return None
-    x, r2, g = torch.cat(feats), torch.cat(resid2), torch.cat(groups)
-    noise = float(noise_variance) * torch.cat(noise_share).float()
+    x, r2, g, noise_share = residuals
+    noise = float(noise_variance) * noise_share
     floor = 1e-3 * float(r2.mean())
     cpu_gen = torch.Generator().manual_seed(seed)
     held = (torch.rand(len(data), generator=cpu_gen) < 0.2).to(device)[g]
@@ -279,11 +253,59 @@ def fit_error_head(
         head.net[-1].weight.zero_()
         head.net[-1].bias.zero_()
         head.bias.fill_(float(torch.log(start)))
-    fit = ~held
 
     def loss_on(rows):
         return _nll(head(x[rows]), noise[rows], r2[rows], floor)
 
+    return _train_head(head, loss_on, ~held, held, steps, lr)
+
+
+def _draw_residuals(module, data, grid, anchors, gen, min_residuals, max_draws, size):
+    """Features, squared residuals, owners and noise shares (see fit_error_head).
+
+    Returns None when nothing could be hidden.
+    """
+    feats, resid2, noise_share, groups = [], [], [], []
+    for draw in range(max_draws):
+        for index in torch.arange(len(data)).split(size):
+            batch = data.batch(index)
+            if draw % 2:
+                hidden = hide_observations(batch.valid, gen)
+            else:
+                hidden = _pick_one(batch.valid, gen, min_count=2)
+            if not bool(hidden.any()):
+                continue
+            batch.visible = batch.valid & ~hidden
+            out, pred = _read(module, batch, grid, anchors)
+            f = error_features(out, grid, batch.times, batch.visible, batch.times)
+            # the sensitivity of the curve to one visible value: near an
+            # observation, the curve's error includes a share of its noise
+            probe = _pick_one(batch.visible, gen)
+            values = batch.values
+            batch.values = values + _DELTA * probe
+            leverage = (_read(module, batch, grid, anchors)[1] - pred) / _DELTA
+            batch.values = values
+            owner = batch.index.unsqueeze(1).expand_as(hidden)
+            shares = (torch.ones_like(pred), 1.0 - 2.0 * leverage)
+            for where, share in zip((hidden, probe), shares):
+                feats.append(f[where])
+                resid2.append((values - pred)[where].float().pow(2))
+                noise_share.append(share[where].float())
+                groups.append(owner[where])
+        if not resid2 or sum(r.numel() for r in resid2) >= min_residuals:
+            break
+    if not resid2:
+        return None
+    return (
+        torch.cat(feats),
+        torch.cat(resid2),
+        torch.cat(groups),
+        torch.cat(noise_share).float(),
+    )
+
+
+def _train_head(head, loss_on, fit, held, steps, lr):
+    """Adam on ``fit`` rows, keeping the state best on the ``held`` rows."""
     # first the structured part alone (g = 0), then everything, keeping the
     # state with the best likelihood on the held-out subjects
     structured = torch.optim.Adam([head.slopes, head.bias], lr=5 * lr)

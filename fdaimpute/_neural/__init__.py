@@ -1,0 +1,1 @@
+"""Internals of :mod:`fdaimpute.neural`: the shared base class, presets, docs."""

@@ -1,0 +1,136 @@
+"""Parameter and attribute descriptions shared by VTImputer and SANDImputer."""
+
+COMMON_PARAMS_DOC = """
+    preset : {"cpu", "paper"}, default="cpu"
+        Source of every size and training setting left at ``None``:
+        ``"cpu"`` trains in minutes on a laptop CPU (3 encoder layers, one
+        decoder layer, width 32, 2 heads, 100 epochs, batches of 64, lr
+        1e-3 with cosine decay, no early stopping); ``"paper"`` is the SAND
+        paper's released configuration (6 + 6 layers, width 128, 2 heads,
+        dropout 0.15, encoding 120, 5,000 epochs, batches of 256, lr 3e-4),
+        meant for a GPU.
+    d_model : int, default=None
+        Width of the transformer's tokens.
+    n_heads : int, default=None
+        Attention heads (must divide ``d_model``).
+    encoder_layers : int, default=None
+        Encoder depth (self-attention among the observations).
+    decoder_layers : int, default=None
+        Decoder depth (self-attention among grid queries, cross-attention
+        to the observations).
+    dim_feedforward : int, default=None
+        Hidden width of the feed-forward blocks.
+    dropout : float, default=None
+        Dropout in the transformer.
+    encoding_dim : int, default=None
+        Features of the sinusoidal time encoding (even).
+    max_epochs : int, default=None
+        Passes over the training subjects.
+    batch_size : int, default=None
+        Subjects per optimizer step.
+    lr : float, default=None
+        Adam's (peak) learning rate.
+    lr_schedule : {"cosine", "constant"}, default=None
+        ``"cosine"``: linear warm-up over 2% of the steps (at least 100, or
+        half of a shorter run), then cosine decay to 2% of ``lr`` at
+        ``max_epochs``.
+    patience : int, default=None
+        Stop after this many epochs without a better validation error (the
+        CPU preset runs all epochs, as the cosine schedule improves most at
+        the end; the best epoch is kept either way).
+    validation_fraction : float, default=0.1
+        Share of the training subjects held out (``split_``) to choose the
+        epoch whose weights are kept (about a third of their points, 1 to
+        half of each subject's, are hidden and predicted from the rest) and
+        then to fit the error model behind ``return_std``. ``0`` keeps the
+        epoch with the lowest training loss and gives no ``return_std``.
+    clip_grad : float or None, default=1.0
+        Clip the gradient's global norm (SAND's layer and the transformer
+        separately).
+    regularizers : list of Regularizer, default=None
+        Penalties added to the loss, e.g. ``[Roughness(1.0)]``; see
+        :mod:`fdaimpute.nn.regularizers`. Their unweighted values per epoch
+        are recorded in ``history_["reg/<name>"]``.
+    device : str, default="auto"
+        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``,
+        ``"cuda:1"``...
+    amp : {"auto", True, False}, default="auto"
+        Mixed-precision training (float16 autocast with gradient scaling);
+        only ever used on CUDA, where ``"auto"`` turns it on. Inference is
+        always float32.
+    predict_batch_size : int, default=256
+        Subjects per forward pass in ``transform``; memory does not grow
+        with the number of subjects beyond the output.
+    random_state : int, RandomState or None, default=None
+        Seeds initialisation, shuffling, hiding and the validation split;
+        the same seed gives identical curves on the same device and thread
+        count.
+    verbose : bool, default=False
+        Show a progress bar over epochs with the losses.
+    warm_start : bool, default=False
+        Continue training the fitted network (same scaler, time map and
+        grid) instead of starting afresh; the optimizer restarts.
+    grid : int or array-like, default=None
+        Output grid: 101 points over the training times by default.
+    extrapolate : {False, True, "clip"}, default=False
+        Times outside the training range: ``False`` refuses them (a grid may
+        overhang the range by half its end spacing), ``True`` lets the method
+        extrapolate, ``"clip"`` holds each curve constant beyond the range.
+    keep_observed : bool, default=False
+        Output observed values as they are where a grid time equals an
+        observation time (otherwise observed cells are smoothed too)."""
+
+COMMON_ATTRS_DOC = """
+    module_ : torch.nn.Module
+        The trained network (in eval mode).
+    module_config_ : dict
+        Its constructor arguments.
+    history_ : dict of list
+        Per epoch: ``epoch``, ``train_loss``, ``valid_loss`` (MSE of
+        standardised values), ``lr``, ``seconds``, ``reg/<name>``.
+    best_epoch_ : int
+        The epoch whose weights were kept.
+    n_epochs_ : int
+        Epochs run.
+    stop_reason_ : str
+        ``"max_epochs"``, ``"early stopping"``, ``"non-finite loss"`` (the
+        best finite epoch is kept, with a warning) or ``"interrupted"``.
+    interrupted_ : bool
+        Whether training stopped on a ``KeyboardInterrupt`` (see
+        :meth:`fit`); the best epoch so far is kept and ``error_head_`` is
+        None.
+    config_ : dict
+        The settings used: every size and training parameter (``d_model``,
+        ``n_heads``, ``encoder_layers``, ``decoder_layers``,
+        ``dim_feedforward``, ``dropout``, ``encoding_dim``, ``max_epochs``,
+        ``batch_size``, ``lr``, ``lr_schedule``, ``patience``, SAND's
+        ``sand_*``) resolved from ``preset`` and the explicit parameters,
+        and ``validation_fraction``.
+    split_ : dict of ndarray
+        Positions among the training subjects of the ``"train"`` subjects
+        and of the held-out ones that chose the epoch (``"selection"``) and
+        fitted ``error_head_`` (``"calibration"``; the same subjects, see
+        the Notes).
+    mean_ : ndarray of shape (n_grid,)
+        The mean curve on ``grid_``: the average of the imputed curves of
+        the subjects passed to ``fit``.
+    grid_ : ndarray
+        Output grid.
+    model_grid_ : ndarray
+        The grid the network outputs (``grid_`` unless that does not cover
+        the training times).
+    time_range_ : tuple of float
+        Training time range, mapped to [0, 1] inside the network.
+    value_mean_, value_scale_ : float
+        Standardisation of the values.
+    noise_variance_ : float
+        Estimated variance of the measurement noise (data units; see
+        :func:`fdaimpute.noise.noise_variance`).
+    error_head_ : ErrorVarianceHead or None
+        The error model behind ``transform(X, return_std=True)``, fitted on
+        the held-out subjects (None without them); see
+        :mod:`fdaimpute.nn.uncertainty`.
+    device_ : torch.device
+        Where the network lives.
+    n_parameters_ : int
+        Trainable parameters."""
