@@ -6,12 +6,9 @@ import numbers
 
 import numpy as np
 
-from fdaimpute.data import (
-    IrregularData,
-    check_not_datetime,
-    is_datetime_like,
-    subject_label,
-)
+from fdaimpute._coerce import check_not_datetime, is_datetime_like
+from fdaimpute._ids import subject_label
+from fdaimpute.data import IrregularData
 
 LONG_COLUMNS = ("id", "time", "value")
 

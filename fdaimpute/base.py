@@ -3,30 +3,24 @@
 from __future__ import annotations
 
 import numpy as np
-import sklearn
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
 
+from fdaimpute._coerce import check_not_datetime
+from fdaimpute._input import InputMixin
 from fdaimpute._interpolate import interpolate_rows
+from fdaimpute._output import OutputMixin
 from fdaimpute._params import Boolean, validate_params
+from fdaimpute._query import QueryMixin, _is_ragged
 from fdaimpute._validation import (
-    as_irregular,
     check_extrapolate,
-    check_grid,
-    check_in_range,
     check_times_in_range,
-    frame_axes,
     resolve_grid,
-    rounding_slack,
 )
-from fdaimpute.data import IrregularData, check_not_datetime, subject_label
 
 __all__ = ["BaseImputer"]
 
-_OUTPUT_KEY = "_sklearn_output_config"  # the attribute sklearn.clone copies
 
-
-class BaseImputer(TransformerMixin, BaseEstimator):
+class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEstimator):
     """Base class of the imputers: input handling, output grid and output format.
 
     Subclasses implement ``_fit(data)`` and ``_transform_grid(data, grid,
@@ -35,7 +29,9 @@ class BaseImputer(TransformerMixin, BaseEstimator):
     fine grid). The hooks always see query times sorted within each subject
     and, with ``extrapolate="clip"``, inside the training range. Every
     subclass takes the ``grid``, ``extrapolate`` and ``keep_observed``
-    parameters.
+    parameters. The methods below are the template; the machinery they call
+    lives in mixins: reading ``X`` (``fdaimpute._input``), query grids and
+    times (``fdaimpute._query``) and the output (``fdaimpute._output``).
 
     Accepted inputs ``X`` (for ``fit``, ``transform`` and the rest):
 
@@ -78,59 +74,6 @@ class BaseImputer(TransformerMixin, BaseEstimator):
         # Output wrapping is done here (indexed by subject id), not by sklearn.
         kwargs.setdefault("auto_wrap_output_keys", None)
         super().__init_subclass__(**kwargs)
-
-    # ------------------------------------------------------------------ #
-    # input handling
-    def _dense_column_times(self, n_columns, frame_times, reset):
-        """Column times of matrix input: from its labels, the fit or ``grid``."""
-        grid = self.grid
-        explicit = grid is not None and np.ndim(grid) == 1 and len(grid) == n_columns
-        if frame_times is not None:
-            if reset and explicit:
-                given = check_grid(grid)
-                if not np.array_equal(given, frame_times):
-                    raise ValueError(
-                        "X's numeric column labels are its column times, but grid "
-                        "gives other times for the same columns; drop one of them "
-                        "(pass X.to_numpy() to use grid, or leave grid out)"
-                    )
-            return frame_times
-        fitted = None if reset else getattr(self, "dense_times_", None)
-        if fitted is not None and fitted.size == n_columns:
-            return fitted
-        if explicit:
-            return check_grid(grid)
-        if n_columns == 1:
-            raise ValueError(
-                "a dense matrix needs at least 2 columns (times); got 1 feature(s)"
-            )
-        return np.linspace(0.0, 1.0, n_columns)
-
-    def _validate_input(self, X, *, reset):
-        """Return IrregularData; for dense input also record/check n_features_in_."""
-        if reset:
-            for attr in ("n_features_in_", "feature_names_in_", "dense_times_"):
-                if hasattr(self, attr):
-                    delattr(self, attr)
-        data = as_irregular(X)
-        if data is not None:
-            if len(data) == 0:
-                raise ValueError("no subjects: X is empty")
-            return data
-        frame_times, frame_ids = frame_axes(X)
-        X = validate_data(
-            self,
-            X,
-            reset=reset,
-            dtype=np.float64,
-            ensure_all_finite="allow-nan",
-            ensure_min_samples=1,
-            ensure_min_features=1,
-        )
-        times = self._dense_column_times(X.shape[1], frame_times, reset)
-        if reset:
-            self.dense_times_ = times
-        return IrregularData.from_dense(X, times, ids=frame_ids)
 
     def _extrapolation(self):
         return check_extrapolate(getattr(self, "extrapolate", False))
@@ -291,189 +234,11 @@ class BaseImputer(TransformerMixin, BaseEstimator):
             return data.with_values(values)
         check_not_datetime(times, "times")
         if not _is_ragged(times) and np.ndim(times) == 1:
-            common = np.asarray(times, dtype=np.float64)
-            if common.size == 0 or not np.all(np.isfinite(common)):
-                raise ValueError("times must be a non-empty array of finite numbers")
-            n = len(data)
-            check_times_in_range(common, self.time_range_, self._extrapolation())
-            flat = np.tile(common, n)
-            offsets = np.arange(n + 1) * common.size
-            out = self._predict_flat(data, flat, offsets).reshape(n, common.size)
-            return self._wrap(out, data, common)
-        if len(times) != len(data):
-            raise ValueError(
-                f"times has {len(times)} entries but X has {len(data)} subjects"
-            )
-        parts = [_query_times(t, data.ids, i) for i, t in enumerate(times)]
-        counts = np.array([p.size for p in parts], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(counts)])
-        flat = np.concatenate(parts) if parts else np.empty(0)
-        if flat.size:
-            self._check_query_in_range(data, flat, offsets)
-        values = self._predict_flat(data, flat, offsets)
-        return np.split(values, offsets[1:-1])
-
-    def get_feature_names_out(self, input_features=None):
-        """Names of the output columns: ``"t=<time>"`` for each grid time."""
-        check_is_fitted(self, "grid_")
-        return np.asarray([f"t={t:.10g}" for t in self.grid_], dtype=object)
-
-    def set_output(self, *, transform=None):
-        """Choose the container of ``transform`` output.
-
-        Parameters
-        ----------
-        transform : {"default", "pandas"} or None
-            ``"pandas"`` returns DataFrames indexed by subject id with one
-            column per grid time; ``"default"`` returns ndarrays; ``None``
-            leaves the setting unchanged.
-
-        Returns
-        -------
-        self
-        """
-        if transform is None:
-            return self
-        if transform not in ("default", "pandas"):
-            raise ValueError(
-                f"transform output {transform!r} is not supported; "
-                "use 'default' or 'pandas'"
-            )
-        config = dict(getattr(self, _OUTPUT_KEY, {}))
-        config["transform"] = transform
-        setattr(self, _OUTPUT_KEY, config)
-        return self
+            return self._predict_common(data, times)
+        return self._predict_per_subject(data, times)
 
     # ------------------------------------------------------------------ #
-    # helpers for subclasses
-    def _check_transform_input(self, X):
-        check_is_fitted(self, "grid_")
-        data = self._validate_input(X, reset=False)
-        check_in_range(data, self.time_range_, extrapolate=self._extrapolation())
-        return data
-
-    def _check_query_in_range(self, data, flat, offsets):
-        if self._extrapolation():
-            return
-        lo, hi = self.time_range_
-        slack = rounding_slack(self.time_range_)
-        bad = (flat < lo - slack) | (flat > hi + slack)
-        if bad.any():
-            j = int(np.flatnonzero(bad)[0])
-            i = int(np.searchsorted(offsets, j, side="right") - 1)
-            raise ValueError(
-                f"{subject_label(data.ids, i)}: query time {flat[j]:g} is outside "
-                f"the training range [{lo:g}, {hi:g}]; pass extrapolate=True, or "
-                "extrapolate='clip' to hold each curve constant beyond it"
-            )
-
-    def _query_grid(self, grid):
-        if grid is None:
-            return self.grid_
-        grid = resolve_grid(grid, self.time_range_)
-        check_times_in_range(grid, self.time_range_, self._extrapolation())
-        return grid
-
-    def _clipped(self, grid):
-        """Grid for the hooks under ``extrapolate="clip"``.
-
-        Returns the grid to evaluate on (strictly increasing, inside the
-        training range), the column of it that serves each point of
-        ``grid``, and the mask of points of ``grid`` outside the range.
-        """
-        everything = slice(None)
-        if self._extrapolation() != "clip":
-            return grid, everything, np.zeros(grid.size, dtype=bool)
-        lo, hi = self.time_range_
-        outside = (grid < lo) | (grid > hi)
-        if not outside.any():
-            return grid, everything, outside
-        clipped = np.clip(grid, lo, hi)
-        inner = np.unique(clipped)
-        if inner.size < 2:
-            inner = np.unique(np.concatenate([inner, [lo, hi]]))
-        return inner, np.searchsorted(inner, clipped), outside
-
-    def _predict_flat(self, data, times, offsets):
-        """``_predict_ragged`` on query times in any order, repeats allowed.
-
-        The hook sees each subject's times sorted (and clipped to the
-        training range under ``extrapolate="clip"``); values come back in
-        the query's order.
-        """
-        if times.size == 0:
-            return np.empty(0)
-        if self._extrapolation() == "clip":
-            times = np.clip(times, *self.time_range_)
-        subject = np.repeat(np.arange(len(data)), np.diff(offsets))
-        order = None
-        if times.size > 1 and np.any(
-            (np.diff(times) < 0) & (subject[1:] == subject[:-1])
-        ):
-            order = np.lexsort((times, subject))
-            times = times[order]
-        values = self._predict_ragged(data, times, offsets)
-        self._check_finite(values, data, "prediction", flat_offsets=offsets)
-        if order is None:
-            return values
-        out = np.empty_like(values)
-        out[order] = values
-        return out
-
-    def _keep_observed(self, data, grid, curves, std=None):
-        """Put observed values back where a grid time is an observation time.
-
-        Returns new ``(curves, std)`` arrays (unchanged without ``keep_observed``).
-        """
-        if not getattr(self, "keep_observed", False):
-            return curves, std
-        t = data.times
-        col = np.clip(np.searchsorted(grid, t), 1, grid.size - 1)
-        nearer_left = np.abs(grid[col - 1] - t) <= np.abs(grid[col] - t)
-        col = np.where(nearer_left, col - 1, col)
-        gap = np.abs(grid[col] - t)
-        hit = gap <= 1e-12 * np.maximum(np.abs(t), np.abs(grid[col]))
-        rows = data.subject_index[hit]
-        curves = np.array(curves, dtype=np.float64)
-        curves[rows, col[hit]] = data.values[hit]
-        if std is not None:
-            std = np.array(std, dtype=np.float64)
-            std[rows, col[hit]] = 0.0
-        return curves, std
-
-    def _output_container(self):
-        config = getattr(self, _OUTPUT_KEY, {}).get("transform", "default")
-        if config == "default":
-            config = sklearn.get_config().get("transform_output", "default")
-        return config
-
-    def _wrap(self, array, data, grid=None, columns=None):
-        """The output container: ndarray, or DataFrame indexed by subject id."""
-        if self._output_container() != "pandas":
-            return array
-        import pandas as pd
-
-        if columns is None:
-            grid = self.grid_ if grid is None else grid
-            columns = np.asarray([f"t={t:.10g}" for t in grid], dtype=object)
-        return pd.DataFrame(array, index=pd.Index(data.ids, name="id"), columns=columns)
-
-    @staticmethod
-    def _check_finite(array, data, what, flat_offsets=None):
-        bad = ~np.isfinite(array)
-        if not bad.any():
-            return
-        if flat_offsets is None:
-            rows = np.flatnonzero(bad.reshape(len(data), -1).any(axis=1))
-        else:
-            subject = np.repeat(np.arange(len(data)), np.diff(flat_offsets))
-            rows = np.unique(subject[bad])
-        names = "; ".join(subject_label(data.ids, i) for i in rows[:5])
-        raise FloatingPointError(
-            f"non-finite {what} for {rows.size} subject(s) ({names}); this is a bug "
-            "or a numerical failure - please report it with the data"
-        )
-
+    # hooks with a default
     def _derivative_grid(self, data, grid):
         raise NotImplementedError(f"{type(self).__name__} does not provide derivatives")
 
@@ -562,25 +327,3 @@ class BaseImputer(TransformerMixin, BaseEstimator):
         from fdaimpute.persistence import load
 
         return load(path, cls)
-
-
-def _query_times(t, ids, i):
-    """One subject's query times as a 1-D float array (may be empty)."""
-    label = subject_label(ids, i)
-    check_not_datetime(t, f"{label}: query times")
-    try:
-        arr = np.asarray(t, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{label}: query times must be numbers") from None
-    if arr.ndim != 1:
-        raise ValueError(f"{label}: query times must be 1-D, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{label}: query times must be finite")
-    return arr
-
-
-def _is_ragged(times):
-    """Whether ``times`` is a sequence of per-subject arrays (not a flat array)."""
-    if isinstance(times, np.ndarray):
-        return times.dtype == object
-    return len(times) > 0 and np.ndim(times[0]) >= 1

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
+from fdaimpute._cli_params import check_params, collect_params, parse_value
+
 __all__ = ["main"]
+
+_parse_value = parse_value  # its name before it moved; the tests import it
 
 DESCRIPTION = """\
 fdaimpute turns sparse, irregular, noisy measurements (a few per subject, at
@@ -153,74 +155,6 @@ def _demo(args):
     return 0
 
 
-def _parse_value(text):
-    """A ``--param`` value: JSON if it parses (numbers, true, null, lists) or text."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return {"True": True, "False": False, "None": None}.get(text, text)
-
-
-def _read_params_file(path):
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SystemExit(f"--params-file: cannot read {path}: {exc}") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise SystemExit(
-                f"--params-file: {path} is YAML, which needs PyYAML "
-                "(pip install pyyaml); or write the parameters as JSON"
-            ) from None
-        try:
-            params = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise SystemExit(f"--params-file: cannot parse {path}: {exc}") from None
-    else:
-        try:
-            params = json.loads(text)
-        except ValueError as exc:
-            raise SystemExit(
-                f"--params-file: cannot parse {path} as JSON: {exc}"
-            ) from None
-    if params is None:
-        return {}
-    if not isinstance(params, dict):
-        raise SystemExit(
-            f"--params-file: {path} must hold a mapping of parameter names to "
-            f"values, got {type(params).__name__}"
-        )
-    return params
-
-
-def _collect_params(args):
-    """Method settings of ``--params-file`` then ``--param`` (which wins)."""
-    params = _read_params_file(args.params_file) if args.params_file else {}
-    for item in args.param or []:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise SystemExit(f"--param expects key=value, got {item!r}")
-        params[key] = _parse_value(value)
-    return params
-
-
-def _check_params(est, params, method):
-    """Refuse parameter names ``est`` does not have, listing the valid ones."""
-    if "grid" in params:
-        raise SystemExit("set the output grid with --grid, not as a parameter")
-    valid = est.get_params(deep=False)
-    unknown = sorted(set(params) - set(valid))
-    if unknown:
-        raise SystemExit(
-            f"unknown parameter(s) {', '.join(unknown)} for --method {method}; "
-            f"valid: {', '.join(sorted(set(valid) - {'grid'}))}"
-        )
-
-
 _FLAG_HINTS = (
     # (the library's advice, the flag that does it, words of errors it fixes)
     (
@@ -250,9 +184,9 @@ def _impute(args):
         raise SystemExit(
             f"unknown method {args.method!r}; available: {sorted(methods)}"
         )
-    params = _collect_params(args)
+    params = collect_params(args)
     factory = methods[args.method][1]
-    _check_params(factory(None, args.seed, False), params, args.method)
+    check_params(factory(None, args.seed, False), params, args.method)
     try:
         data = fi.IrregularData.read_csv(
             args.input,
@@ -328,6 +262,13 @@ def build_parser():
     parser.add_argument("--version", action="store_true", help="print the version")
     sub = parser.add_subparsers(dest="command", metavar="command")
 
+    _add_demo_command(sub)
+    _add_impute_command(sub)
+    return parser
+
+
+def _add_demo_command(sub):
+    """The ``demo`` subcommand and its options."""
     demo = sub.add_parser(
         "demo",
         help="compare the imputers on simulated data (about a minute)",
@@ -352,6 +293,9 @@ def build_parser():
     demo.add_argument("--seed", type=int, default=0, help="random seed")
     demo.set_defaults(func=_demo)
 
+
+def _add_impute_command(sub):
+    """The ``impute`` subcommand and its options."""
     imp = sub.add_parser(
         "impute",
         help="impute curves from a long CSV file",
@@ -415,7 +359,6 @@ def build_parser():
     )
     imp.add_argument("--seed", type=int, default=0, help="random seed (neural methods)")
     imp.set_defaults(func=_impute)
-    return parser
 
 
 def main(argv=None):

@@ -1,13 +1,17 @@
-"""Shared pytest configuration: torch on one thread, hypothesis profiles.
+"""Shared pytest configuration: torch on one thread, hypothesis profiles, data.
 
 ``ci`` (the default) is derandomized, so every run tries the same examples;
 ``HYPOTHESIS_PROFILE=dev`` tries ten times as many, freshly drawn.
+
+The tiny network settings the test files share are in ``tests/_configs.py``.
 """
 
 import os
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+
+import fdaimpute as fi
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -22,6 +26,16 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    """The SAND paper's process: 80 subjects with 8 to 12 observations each.
+
+    One per test module; a module that needs other data defines its own
+    ``sim``, which takes precedence.
+    """
+    return fi.simulate.sand_paper(n=80, n_obs="8-12", random_state=0)
 
 
 settings.register_profile(

@@ -4,6 +4,7 @@ The estimator must end either usable (best state so far, and saying so) or
 unfitted, never half-fitted.
 """
 
+import _configs
 import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
@@ -15,27 +16,16 @@ import fdaimpute as fi  # noqa: E402
 from fdaimpute.neural import SANDImputer, VTImputer  # noqa: E402
 from fdaimpute.nn import Trainer  # noqa: E402
 
-TINY = dict(
-    d_model=8,
-    n_heads=2,
-    encoder_layers=1,
-    decoder_layers=1,
-    dim_feedforward=16,
-    encoding_dim=8,
-    max_epochs=4,
-    batch_size=16,
-    random_state=0,
-)
+TINY = dict(_configs.NARROW_SIZES, max_epochs=4, batch_size=16, random_state=0)
 ESTIMATORS = [
     pytest.param(VTImputer, TINY, id="VT"),
-    pytest.param(
-        SANDImputer, dict(TINY, sand_head_dim=8, sand_encoding_dim=16), id="SAND"
-    ),
+    pytest.param(SANDImputer, dict(TINY, **_configs.SAND_SIZES), id="SAND"),
 ]
 
 
 @pytest.fixture(scope="module")
 def sim():
+    """Fewer subjects than conftest's ``sim``."""
     return fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
 
 

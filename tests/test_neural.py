@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+from _configs import SAND_TINY, TINY
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
@@ -16,18 +17,6 @@ import fdaimpute as fi  # noqa: E402
 from fdaimpute.neural import PRESETS, SANDImputer, VTImputer  # noqa: E402
 from fdaimpute.nn import Regularizer, Roughness, WeightDecay  # noqa: E402
 
-TINY = dict(
-    d_model=16,
-    n_heads=2,
-    encoder_layers=1,
-    decoder_layers=1,
-    dim_feedforward=32,
-    encoding_dim=8,
-    max_epochs=3,
-    batch_size=16,
-    random_state=0,
-)
-SAND_TINY = dict(TINY, sand_head_dim=8, sand_encoding_dim=16)
 ESTIMATORS = [
     pytest.param(VTImputer, TINY, id="VT"),
     pytest.param(SANDImputer, SAND_TINY, id="SAND"),

@@ -3,6 +3,7 @@
 import math
 import warnings
 
+import _configs
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -28,14 +29,7 @@ from fdaimpute.nn import (  # noqa: E402
     two_sided_integral,
 )
 
-TINY = dict(
-    d_model=16,
-    n_heads=2,
-    encoder_layers=1,
-    decoder_layers=2,
-    dim_feedforward=32,
-    encoding_dim=8,
-)
+TINY = dict(_configs.TINY_SIZES, decoder_layers=2)
 
 
 # wide enough to overfit a few subjects quickly

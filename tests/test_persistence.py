@@ -6,6 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
+from _configs import SAND_TINY, TINY
 from numpy.testing import assert_array_equal
 from sklearn.exceptions import NotFittedError
 
@@ -19,19 +20,6 @@ except ImportError:  # the neural imputers need torch
     torch = None
 
 needs_torch = pytest.mark.skipif(torch is None, reason="needs torch")
-# Same tiny networks as tests/test_neural.py.
-TINY = dict(
-    d_model=16,
-    n_heads=2,
-    encoder_layers=1,
-    decoder_layers=1,
-    dim_feedforward=32,
-    encoding_dim=8,
-    max_epochs=3,
-    batch_size=16,
-    random_state=0,
-)
-SAND_TINY = dict(TINY, sand_head_dim=8, sand_encoding_dim=16)
 FACTORIES = {
     "Kernel": lambda: fi.KernelImputer(),
     "PACE": lambda: fi.PACEImputer(random_state=0),
@@ -43,11 +31,6 @@ NAMES = [
     pytest.param(name, marks=needs_torch) if name in ("VT", "SAND") else name
     for name in FACTORIES
 ]
-
-
-@pytest.fixture(scope="module")
-def sim():
-    return fi.simulate.sand_paper(n=80, n_obs="8-12", random_state=0)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ import re
 import tempfile
 from pathlib import Path
 
+import _configs
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -44,11 +45,7 @@ N_GRID = 21
 TICKS = 100  # times are k / TICKS * scale, k = 0..TICKS
 
 NEURAL_TINY = dict(
-    d_model=8,
-    n_heads=2,
-    encoder_layers=1,
-    decoder_layers=1,
-    dim_feedforward=16,
+    _configs.NARROW_SIZES,
     encoding_dim=4,
     max_epochs=2,
     batch_size=4,

@@ -2,6 +2,7 @@
 
 import math
 
+import _configs
 import numpy as np
 import pytest
 
@@ -18,14 +19,7 @@ from fdaimpute.nn import (  # noqa: E402
 )
 from fdaimpute.nn.regularizers import feed_forward_blocks  # noqa: E402
 
-SIZES = dict(
-    d_model=16,
-    n_heads=2,
-    encoder_layers=1,
-    decoder_layers=1,
-    dim_feedforward=32,
-    encoding_dim=8,
-)
+SIZES = _configs.TINY_SIZES
 
 
 def _ctx(**kw):

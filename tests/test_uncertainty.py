@@ -1,5 +1,6 @@
 """Noise-variance estimation and the neural imputers' pointwise uncertainty."""
 
+import _configs
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
@@ -12,17 +13,7 @@ torch = pytest.importorskip("torch")
 from fdaimpute.neural import SANDImputer, VTImputer  # noqa: E402
 from fdaimpute.nn.uncertainty import error_features  # noqa: E402
 
-TINY = dict(
-    d_model=16,
-    n_heads=2,
-    encoder_layers=1,
-    decoder_layers=1,
-    dim_feedforward=32,
-    encoding_dim=8,
-    max_epochs=10,
-    batch_size=16,
-    random_state=0,
-)
+TINY = dict(_configs.TINY, max_epochs=10)
 
 
 def _lines(n, n_obs, noise_sd, seed):

@@ -1,0 +1,103 @@
+"""Subject ids: validation, missing labels, numbering, names in messages."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def subject_label(ids, i):
+    """Human-readable name of subject ``i`` for error messages."""
+    if ids is None:
+        return f"subject at position {i}"
+    label = ids[i]
+    label = label.item() if hasattr(label, "item") else label
+    return f"subject {label!r} (position {i})"
+
+
+def _is_missing(v):
+    """Whether one label is missing: None, NaN, NaT or pandas.NA."""
+    if v is None:
+        return True
+    try:
+        return bool(v != v)  # NaN, NaT
+    except (TypeError, ValueError):  # pandas.NA has no truth value
+        return True
+
+
+def missing_mask(ids):
+    """Which entries of a 1-D id array are missing (NaN, NaT, None, pandas.NA)."""
+    if ids.dtype.kind in "fc":
+        return np.isnan(ids)
+    if ids.dtype.kind in "mM":
+        return np.isnat(ids)
+    if ids.dtype == object:
+        return np.fromiter((_is_missing(v) for v in ids), bool, count=ids.size)
+    return np.zeros(ids.shape, dtype=bool)
+
+
+def as_id_array(ids):
+    """Subject labels as a 1-D array that keeps each label as given.
+
+    NumPy would turn ``[1, "a"]`` into strings and a list of tuples into a
+    2-D array; labels of mixed types or tuples are kept in an object array.
+    """
+    if isinstance(ids, np.ndarray):
+        return ids
+    if hasattr(ids, "to_numpy"):  # pandas Index or Series
+        return ids.to_numpy()
+    values = list(ids)
+    kinds = {type(v) for v in values}
+    if len(kinds) == 1 and not kinds & {tuple, list}:
+        return np.asarray(values)
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def check_ids(ids, n):
+    """Validate subject ids: one per subject, none missing, all distinct."""
+    ids = as_id_array(ids)
+    if ids.ndim != 1 or ids.shape[0] != n:
+        raise ValueError(
+            f"ids must have one entry per subject: expected {n}, got shape {ids.shape}"
+        )
+    missing = missing_mask(ids)
+    if missing.any():
+        i = int(np.flatnonzero(missing)[0])
+        raise ValueError(
+            f"subject at position {i} has a missing id ({ids[i]!r}); "
+            "every subject needs a label"
+        )
+    try:
+        uniq, counts = np.unique(ids, return_counts=True)
+        repeated = uniq[counts > 1][:5].tolist()
+    except TypeError:  # labels of mixed types do not sort
+        seen, repeated = set(), []
+        for v in ids.tolist():
+            if v in seen and v not in repeated:
+                repeated.append(v)
+            seen.add(v)
+    if repeated:
+        raise ValueError(f"ids must be unique; repeated: {repeated[:5]}")
+    return ids
+
+
+def codes_by_first_appearance(labels):
+    """Number labels 0, 1, ... in order of first appearance.
+
+    Returns the code of each entry and the distinct labels in that order.
+    """
+    try:
+        uniq, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    except TypeError:  # labels of mixed types do not sort
+        codes, distinct = {}, []
+        for v in labels.tolist():
+            if v not in codes:
+                codes[v] = len(distinct)
+                distinct.append(v)
+        subject = np.fromiter(
+            (codes[v] for v in labels.tolist()), dtype=np.int64, count=labels.size
+        )
+        return subject, np.fromiter(distinct, dtype=object, count=len(distinct))
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(uniq.size, dtype=np.int64)
+    rank[order] = np.arange(uniq.size)
+    return rank[inverse.ravel()], uniq[order]

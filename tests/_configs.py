@@ -1,0 +1,25 @@
+"""Tiny neural-network settings shared by the test files.
+
+Test files import this module by name (``import _configs``): pytest's default
+"prepend" import mode puts ``tests/`` on ``sys.path``. Where a file needs other
+values it derives them in the open, e.g. ``dict(_configs.TINY, max_epochs=10)``.
+Treat the dicts as read-only: every test file shares them.
+"""
+
+# The tiny transformer: width 16, two heads, one encoder and one decoder layer.
+TINY_SIZES = dict(
+    d_model=16,
+    n_heads=2,
+    encoder_layers=1,
+    decoder_layers=1,
+    dim_feedforward=32,
+    encoding_dim=8,
+)
+# The same at width 8.
+NARROW_SIZES = dict(TINY_SIZES, d_model=8, dim_feedforward=16)
+
+# VTImputer settings: three epochs of the tiny transformer.
+TINY = dict(TINY_SIZES, max_epochs=3, batch_size=16, random_state=0)
+# SANDImputer's extra layer, small.
+SAND_SIZES = dict(sand_head_dim=8, sand_encoding_dim=16)
+SAND_TINY = dict(TINY, **SAND_SIZES)
