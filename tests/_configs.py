@@ -1,10 +1,12 @@
-"""Tiny neural-network settings shared by the test files.
+"""Tiny neural-network settings and a known basis shared by the test files.
 
 Test files import this module by name (``import _configs``): pytest's default
 "prepend" import mode puts ``tests/`` on ``sys.path``. Where a file needs other
 values it derives them in the open, e.g. ``dict(_configs.TINY, max_epochs=10)``.
 Treat the dicts as read-only: every test file shares them.
 """
+
+import numpy as np
 
 # The tiny transformer: width 16, two heads, one encoder and one decoder layer.
 TINY_SIZES = dict(
@@ -23,3 +25,17 @@ TINY = dict(TINY_SIZES, max_epochs=3, batch_size=16, random_state=0)
 # SANDImputer's extra layer, small.
 SAND_SIZES = dict(sand_head_dim=8, sand_encoding_dim=16)
 SAND_TINY = dict(TINY, **SAND_SIZES)
+
+
+def fourier_basis3(t):
+    """Three orthonormal Fourier functions on [0, 1]: a known-eigenfunction basis."""
+    t = np.asarray(t, dtype=float)
+    r2 = np.sqrt(2.0)
+    return np.stack(
+        [
+            r2 * np.sin(2 * np.pi * t),
+            r2 * np.cos(2 * np.pi * t),
+            r2 * np.sin(4 * np.pi * t),
+        ],
+        axis=-1,
+    )

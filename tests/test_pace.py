@@ -4,6 +4,7 @@ import pickle
 
 import numpy as np
 import pytest
+from _configs import fourier_basis3 as _basis
 from sklearn.base import clone
 
 import fdaimpute as fi
@@ -12,22 +13,13 @@ from fdaimpute.pace import PACEImputer
 from fdaimpute.simulate import BasisProcess, sample
 
 
-def _basis(t):
-    t = np.asarray(t, dtype=float)
-    r2 = np.sqrt(2.0)
-    return np.stack(
-        [
-            r2 * np.sin(2 * np.pi * t),
-            r2 * np.cos(2 * np.pi * t),
-            r2 * np.sin(4 * np.pi * t),
-        ],
-        axis=-1,
-    )
-
-
 def _process(noise_sd=0.3):
     return BasisProcess(
-        lambda t: 1.0 + t, _basis, [1.0, 0.5, 0.2], scores="gauss", noise_sd=noise_sd
+        lambda t: 1.0 + t,
+        _basis,
+        [1.0, 0.5, 0.2],
+        scores="gauss",
+        noise_sd=noise_sd,
     )
 
 
@@ -44,7 +36,9 @@ def fitted(smooth_sim):
 def test_pace_recovers_known_eigenfunctions(fitted):
     grid = fitted.work_grid_
     inner = np.trapezoid(
-        fitted.eigenfunctions_[:, :3, None] * _basis(grid)[:, None], grid, axis=0
+        fitted.eigenfunctions_[:, :3, None] * _basis(grid)[:, None],
+        grid,
+        axis=0,
     )
     # each estimated eigenfunction matches one true one up to sign
     assert np.all(np.abs(inner).max(axis=1) > 0.97)

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from _configs import fourier_basis3 as _basis
 from numpy.testing import assert_allclose
 from sklearn.utils import check_random_state
 
@@ -14,19 +15,6 @@ from fdaimpute.pace import PACEImputer
 from fdaimpute.simulate import BasisProcess, sample
 
 LAMBDA = np.array([1.0, 0.5, 0.2])
-
-
-def _basis(t):
-    t = np.asarray(t, dtype=float)
-    r2 = np.sqrt(2.0)
-    return np.stack(
-        [
-            r2 * np.sin(2 * np.pi * t),
-            r2 * np.cos(2 * np.pi * t),
-            r2 * np.sin(4 * np.pi * t),
-        ],
-        axis=-1,
-    )
 
 
 @pytest.fixture(scope="module")
