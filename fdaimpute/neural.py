@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from fdaimpute._neural.base import _NeuralImputer, check_even
+from fdaimpute._neural.base import _NeuralImputer, check_even, zero_linear
 from fdaimpute._neural.config import (
     PRESETS,
     SAND_CONSTRAINTS,
@@ -87,6 +87,7 @@ class VTImputer(_NeuralImputer):
         self,
         *,
         preset="cpu",
+        base=None,
         d_model=None,
         n_heads=None,
         encoder_layers=None,
@@ -113,6 +114,7 @@ class VTImputer(_NeuralImputer):
         keep_observed=False,
     ):
         self.preset = preset
+        self.base = base
         self.d_model = d_model
         self.n_heads = n_heads
         self.encoder_layers = encoder_layers
@@ -262,8 +264,16 @@ class SANDImputer(_NeuralImputer):
         return SANDModule(VTModule(**config["vt"]), SANDLayer(**config["sand"]))
 
     def _after_build(self, module, grid):
+        super()._after_build(module, grid)
         if self.sand_init == "identity":
+            # SAND(0) = 0 from here, so with a base the start is the base
             module.sand.init_identity(grid)
+        elif self.base is not None:
+            zero_linear(module.sand.out)
+
+    @staticmethod
+    def _transformer(module):
+        return module.vt
 
     def _anchor_rule(self):
         return self.anchors
@@ -275,6 +285,7 @@ class SANDImputer(_NeuralImputer):
         self,
         *,
         preset="cpu",
+        base=None,
         d_model=None,
         n_heads=None,
         encoder_layers=None,
@@ -307,6 +318,7 @@ class SANDImputer(_NeuralImputer):
         keep_observed=False,
     ):
         self.preset = preset
+        self.base = base
         self.d_model = d_model
         self.n_heads = n_heads
         self.encoder_layers = encoder_layers

@@ -11,6 +11,7 @@ methods only, so ``import fdaimpute`` does not load it.
 from __future__ import annotations
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from fdaimpute._interpolate import interpolate_c1_rows, interpolate_rows
@@ -62,7 +63,18 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
         return VTModule(**config["vt"])
 
     def _after_build(self, module, grid):
-        """Initialise a freshly built ``module`` for the training ``grid``."""
+        """Initialise a freshly built ``module`` for the training ``grid``.
+
+        With a base, the transformer's output head starts at zero, so the
+        untrained network outputs the base's curve.
+        """
+        if self.base is not None:
+            zero_linear(self._transformer(module).head)
+
+    @staticmethod
+    def _transformer(module):
+        """The :class:`~fdaimpute.nn.VTModule` inside ``module``."""
+        return module
 
     def _anchor_rule(self):
         """The integration constant of SAND's curve (None: no anchoring)."""
@@ -129,6 +141,8 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
             self._fit_scaling(data)
         grid = self._grid_tensor(self.model_grid_, device)
         train, valid = self._split(data, rng)
+        if not warm:
+            self.base_ = self._fit_base(train, seed)
         amp = device.type == "cuda" if self.amp == "auto" else bool(self.amp)
         devices = [device.index or 0] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
@@ -137,6 +151,7 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
                 module = self.module_.to(device)
             else:
                 module = self._new_module(cfg, grid, device)
+            self._attach_base(module)
             offset = len(self.history_["epoch"]) if warm else 0
             trainer = self._make_trainer(
                 module, grid, cfg, regularizers, amp, seed, start_epoch=offset
@@ -184,6 +199,39 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
         }
         return data.take(self.split_["train"]), data.take(held_out)
 
+    def _fit_base(self, train, seed):
+        """The statistical base fitted on the training subjects (or None)."""
+        if self.base is None:
+            return None
+        if isinstance(self.base, str):
+            from fdaimpute.kernel import KernelImputer
+            from fdaimpute.pace import PACEImputer
+
+            if self.base == "pace":
+                base = PACEImputer(random_state=seed)
+            else:
+                base = KernelImputer()
+        else:
+            base = clone(self.base)
+        # validation subjects and the widened model grid may reach beyond
+        # the training subjects' range
+        return base.set_params(extrapolate="clip").fit(train)
+
+    def _attach_base(self, module):
+        """Give ``module`` the fitted base's curves (see ``base``)."""
+        from fdaimpute.nn.base_curves import EstimatorBase
+
+        base = getattr(self, "base_", None)
+        if base is not None:
+            module.base_curves = EstimatorBase(
+                base,
+                self.time_offset_,
+                self.time_scale_,
+                self.value_mean_,
+                self.value_scale_,
+                derivative=self._has_derivative,
+            )
+
     def _new_module(self, cfg, grid, device):
         """Build and initialise the network; sets ``module_config_``."""
         self.module_config_ = self._module_config(cfg, self.model_grid_.size)
@@ -212,6 +260,7 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
         self.module_ = module
         self.history_ = history
         self.best_epoch_ = trainer.best_epoch
+        self.start_gain_ = trainer.start_gain
         self.n_epochs_ = len(history["epoch"])
         self.stop_reason_ = trainer.stop_reason
         self.interrupted_ = trainer.interrupted
@@ -289,6 +338,7 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
             seed=seed,
             verbose=self.verbose,
             start_epoch=start_epoch,
+            keep_start=self.base is not None,
             **self._trainer_options(),
         )
 
@@ -387,6 +437,15 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
             deriv, self.model_grid_, np.tile(grid, n), np.full(n, grid.size)
         )
         return out.reshape(n, grid.size)
+
+
+def zero_linear(layer):
+    """Set a ``torch.nn.Linear`` layer's weight and bias to zero."""
+    import torch
+
+    with torch.no_grad():
+        layer.weight.zero_()
+        layer.bias.zero_()
 
 
 def check_even(cfg, name):

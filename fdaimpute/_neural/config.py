@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fdaimpute._params import RANDOM_STATE, Boolean, Interval, Options
+from fdaimpute._params import RANDOM_STATE, Boolean, Instance, Interval, Options
 from fdaimpute.base import BaseImputer
 
 __all__ = [
@@ -119,6 +119,7 @@ _POSITIVE_INT = [Interval("int", 1), None]
 VT_CONSTRAINTS = {
     **BaseImputer._param_constraints,
     "preset": [Options(*PRESETS)],
+    "base": [Options("pace", "kernel"), Instance(BaseImputer, "an imputer"), None],
     "d_model": _POSITIVE_INT,
     "n_heads": _POSITIVE_INT,
     "encoder_layers": [Interval("int", 0), None],

@@ -9,6 +9,21 @@ COMMON_PARAMS_DOC = """
         paper's released configuration (6 + 6 layers, width 128, 2 heads,
         dropout 0.15, encoding 120, 5,000 epochs, batches of 256, lr 3e-4),
         meant for a GPU.
+    base : {None, "pace", "kernel"} or imputer, default=None
+        A statistical base for the network to correct. ``"pace"`` is a
+        :class:`~fdaimpute.PACEImputer`, ``"kernel"`` a
+        :class:`~fdaimpute.KernelImputer`; an imputer instance is cloned.
+        The base is fitted inside ``fit`` on the training subjects only
+        (``split_["train"]``, never the validation subjects) and then
+        computed, for each subject, from the same observations the encoder
+        sees; the network outputs the base's curve plus a correction whose
+        output layer starts at zero (for SAND, the base's derivative plus a
+        correction of it, so curves stay C1). The untrained network is the
+        base: it is scored on the validation subjects before the first
+        epoch, and a trained epoch replaces it only if its held-out error
+        is lower by at least one standard error (paired over validation
+        subjects; ``start_gain_``), else the imputer *is* the base
+        (``best_epoch_ == -1``). ``None``: the network alone.
     d_model : int, default=None
         Width of the transformer's tokens.
     n_heads : int, default=None
@@ -89,7 +104,14 @@ COMMON_ATTRS_DOC = """
         Per epoch: ``epoch``, ``train_loss``, ``valid_loss`` (MSE of
         standardised values), ``lr``, ``seconds``, ``reg/<name>``.
     best_epoch_ : int
-        The epoch whose weights were kept.
+        The epoch whose weights were kept; ``-1`` (one less than the first
+        epoch of this fit) when no epoch beat the start, i.e. the base.
+    base_ : imputer or None
+        The fitted base (see ``base``).
+    start_gain_ : tuple of float or None
+        With a base: how much lower the kept epoch's held-out error was
+        than the base's, and that gain in standard errors (None when no
+        epoch beat the base at all).
     n_epochs_ : int
         Epochs run.
     stop_reason_ : str

@@ -55,8 +55,9 @@ def cpu_weights(module):
 class TorchStatePickling:
     """``__getstate__``/``__setstate__`` for an estimator holding torch networks.
 
-    The class using it provides ``device``, ``module_config_`` and
-    ``_build_module(config)``.
+    The class using it provides ``device``, ``module_config_``,
+    ``_build_module(config)`` and ``_attach_base(module)`` (which gives a
+    rebuilt module its statistical base, kept outside the weights).
     """
 
     def __getstate__(self):
@@ -87,6 +88,7 @@ class TorchStatePickling:
             device = resolve_device("cpu")
         module = self._build_module(self.module_config_)
         module.load_state_dict(weights)
+        self._attach_base(module)
         self.module_ = module.to(device).eval()
         self.device_ = device
         self.error_head_ = None

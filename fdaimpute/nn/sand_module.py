@@ -26,6 +26,16 @@ class SANDModule(nn.Module):
         Feed SAND a detached ``T~`` (the paper's training: VT learns from
         its own loss only).
 
+    Attributes
+    ----------
+    base_curves : callable or None
+        The statistical base (see :class:`~fdaimpute.nn.VTModule`). With a
+        base, ``T~`` is the base's curve plus VT's correction, and SAND
+        smooths the correction only: its curve is the base's plus SAND's
+        integral of the correction, its derivative the base's plus SAND's
+        ``D~`` of the correction, so the output stays C1 whenever the base
+        is.
+
     Examples
     --------
     >>> import torch
@@ -38,6 +48,8 @@ class SANDModule(nn.Module):
     >>> sorted(out)
     ['curve', 'derivative', 'embedding', 'sand']
     """
+
+    base_curves = None
 
     def __init__(self, vt, sand, detach=True):
         super().__init__()
@@ -64,6 +76,7 @@ class SANDModule(nn.Module):
         anchors=None,
         anchor_mode="two-sided",
         return_hidden=False,
+        base=None,
     ):
         """Run VT, then SAND.
 
@@ -80,6 +93,9 @@ class SANDModule(nn.Module):
             ``anchor_mode``.
         anchor_mode : {"two-sided", "mean"}, default="two-sided"
             How explicit anchors pin the integral (ignored for a rule).
+        base : tuple of two Tensors of shape (B, M), default=None
+            The base's curve and derivative, when the caller has them
+            already; otherwise :attr:`base_curves` gives them (if set).
 
         Returns
         -------
@@ -94,13 +110,20 @@ class SANDModule(nn.Module):
         """
         if anchors is None or isinstance(anchors, str):
             anchors, anchor_mode = self._anchor_weights(t, mask, grid, anchors)
-        out = self.vt(t, y, mask, grid, return_hidden=return_hidden)
+        if base is None and self.base_curves is not None:
+            base = self.base_curves(t, y, mask, grid)
+        out = self.vt(t, y, mask, grid, return_hidden=return_hidden, base=base)
         rough = out.curve.detach() if self.detach else out.curve
         # (the only autocast the trainer uses is CUDA's)
         with torch.autocast("cuda", enabled=False):
+            rough = rough.float()
+            if base is not None:
+                rough = rough - base[0]
             smooth, deriv = self.sand(
-                rough.float(), grid, anchors=anchors, anchor_mode=anchor_mode
+                rough, grid, anchors=anchors, anchor_mode=anchor_mode
             )
+        if base is not None:
+            smooth, deriv = smooth + base[0], deriv + base[1]
         return replace(out, sand=smooth, derivative=deriv)
 
     @staticmethod

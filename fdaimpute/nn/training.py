@@ -78,6 +78,19 @@ class Trainer:
         Number of the first epoch (epochs already trained, for a warm
         start): epoch numbers in ``history``, ``best_epoch`` and the
         regularizers' weight schedules continue from it.
+    keep_start : bool, default=False
+        Score the module on the validation subjects before training and
+        keep that starting state (``best_epoch = start_epoch - 1``) unless
+        an epoch beats it by ``start_margin`` standard errors. With a
+        statistical base and a zero-initialised correction, the start *is*
+        the base, so training cannot end worse than the base on the
+        validation subjects.
+    start_margin : float, default=1.0
+        With ``keep_start``: how many standard errors (paired over
+        validation subjects, :func:`~fdaimpute.nn.validation.paired_gain`)
+        the best epoch's held-out error must be below the start's to be
+        kept. It guards against an epoch that won on the validation points
+        by chance, which matters when there are few validation subjects.
 
     Attributes
     ----------
@@ -85,7 +98,12 @@ class Trainer:
         One entry per epoch: ``epoch``, ``train_loss``, ``valid_loss``,
         ``lr``, ``seconds``, ``reg/<name>``.
     best_epoch : int
-        Epoch whose state was kept.
+        Epoch whose state was kept (``start_epoch - 1``: the starting
+        state, see ``keep_start``).
+    start_gain : tuple of float or None
+        With ``keep_start``: how much the best epoch's held-out error was
+        below the start's, and that gain in standard errors (None if no
+        epoch had a lower error or nothing was validated).
     stop_reason : str
         ``"max_epochs"``, ``"early stopping"``, ``"callback"``,
         ``"non-finite loss"`` or ``"interrupted"``.
@@ -125,6 +143,8 @@ class Trainer:
         seed=0,
         verbose=False,
         start_epoch=0,
+        keep_start=False,
+        start_margin=1.0,
     ):
         self.module = module
         self.grid = grid
@@ -150,6 +170,10 @@ class Trainer:
         self.best_state = None
         self.step = 0
         self.start_epoch = int(start_epoch)
+        self.keep_start = bool(keep_start)
+        self.start_margin = float(start_margin)
+        self.start_state = None
+        self.start_gain = None
         self.epoch = self.start_epoch
         self.stop_reason = None
         self.interrupted = False
@@ -316,6 +340,9 @@ class Trainer:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=self.max_epochs, desc=type(self.module).__name__)
+        if self.keep_start and valid is not None:
+            self.start_state = self._state_copy()
+            self._keep_if_best(self.validate(valid, valid_hidden), self.start_epoch - 1)
         try:
             self._epochs(train, valid, valid_hidden, keys, bar)
         except KeyboardInterrupt:
@@ -325,10 +352,29 @@ class Trainer:
         finally:
             if bar is not None:
                 bar.close()
+        if self.start_state is not None and self.best_epoch >= self.start_epoch:
+            self._check_gain(valid, valid_hidden)
         if self.best_state is not None:
             self.module.load_state_dict(self.best_state)
         self.module.eval()
         return self
+
+    def _check_gain(self, valid, hidden):
+        """Go back to the start unless the best epoch beat it by the margin."""
+        from fdaimpute.nn.validation import paired_gain, subject_squared_errors
+
+        self.module.eval()
+
+        def errors(state):
+            self.module.load_state_dict(state)
+            return subject_squared_errors(
+                self.forward, valid, hidden, self.grid, self.anchors, self.batch_size
+            )
+
+        self.start_gain = paired_gain(errors(self.best_state), errors(self.start_state))
+        if self.start_gain[1] < self.start_margin:
+            self.best_state = self.start_state
+            self.best_epoch = self.start_epoch - 1
 
     def _epochs(self, train, valid, valid_hidden, keys, bar):
         """Run the epochs, recording each, until a stopping rule holds."""
@@ -375,11 +421,12 @@ class Trainer:
         """Keep a copy of the weights if ``score`` is the best so far."""
         if not score < self.best_loss:
             return False
-        self.best_state = {
-            k: v.detach().clone() for k, v in self.module.state_dict().items()
-        }
+        self.best_state = self._state_copy()
         self.best_loss, self.best_epoch = score, epoch
         return True
+
+    def _state_copy(self):
+        return {k: v.detach().clone() for k, v in self.module.state_dict().items()}
 
     def on_epoch_end(self, record):
         """Hook called after each epoch with its history record; return True to stop."""

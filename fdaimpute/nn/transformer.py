@@ -157,6 +157,16 @@ class VTModule(nn.Module):
         Pre-norm layers (stable without warm-up); ``False`` gives the
         post-norm layers of the released code.
 
+    Attributes
+    ----------
+    base_curves : callable or None
+        The statistical base the network corrects (None: none), e.g. an
+        :class:`~fdaimpute.nn.base_curves.EstimatorBase`: called as
+        ``base_curves(t, y, mask, grid)`` on what the encoder sees, it
+        returns the base's curve and derivative on the grid (standardised),
+        and the output is the base's curve plus the head's. It is not part
+        of the state dict: set it again after loading weights.
+
     Notes
     -----
     The first decoder layer's self-attention sees the same grid queries for
@@ -175,6 +185,8 @@ class VTModule(nn.Module):
     >>> out["curve"].shape
     torch.Size([3, 11])
     """
+
+    base_curves = None
 
     def __init__(
         self,
@@ -222,7 +234,9 @@ class VTModule(nn.Module):
         """The parameters in one list (SAND's module has two groups)."""
         return [list(self.parameters())]
 
-    def forward(self, t, y, mask, grid, return_hidden=False, *, anchors=None):
+    def forward(
+        self, t, y, mask, grid, return_hidden=False, *, anchors=None, base=None
+    ):
         """Impute curves on ``grid`` from the observations the mask lets through.
 
         Parameters
@@ -240,6 +254,9 @@ class VTModule(nn.Module):
         anchors : None
             Ignored: VT has no integration constant. Accepted so that a VT
             and a :class:`~fdaimpute.nn.SANDModule` take the same call.
+        base : tuple of two Tensors of shape (B, M), default=None
+            The base's curve and derivative, when the caller has them
+            already; otherwise :attr:`base_curves` gives them (if set).
 
         Returns
         -------
@@ -250,6 +267,8 @@ class VTModule(nn.Module):
             (B, M, d) (only with ``return_hidden``); ``sand`` and
             ``derivative`` are None.
         """
+        if base is None and self.base_curves is not None:
+            base = self.base_curves(t, y, mask, grid)
         batch = t.shape[0]
         emb = self.embed(t, y)
         hidden = {}
@@ -272,4 +291,6 @@ class VTModule(nn.Module):
             if return_hidden:
                 hidden[f"decoder.{i}"] = q
         curve = self.head(self.decoder_norm(q)).squeeze(-1)
+        if base is not None:
+            curve = curve + base[0]
         return ModuleOutput(curve, emb, hidden=hidden if return_hidden else None)

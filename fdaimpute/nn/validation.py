@@ -9,12 +9,21 @@ observation, so every epoch is scored on the same points.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 
 from fdaimpute.nn.batching import hide_observations
 from fdaimpute.nn.inference import read_at
 
-__all__ = ["held_out_error", "hidden_in_batch", "hide_validation_observations"]
+__all__ = [
+    "held_out_error",
+    "hidden_in_batch",
+    "hide_validation_observations",
+    "paired_gain",
+    "subject_squared_errors",
+]
 
 
 def hide_validation_observations(data, seed):
@@ -78,6 +87,18 @@ def hidden_in_batch(flags, data, batch):
     return flags[flat] & batch.valid
 
 
+def _held_out_batches(forward, data, hidden, grid, anchors, batch_size):
+    """Yield each batch's subjects, hidden flags and errors at those points."""
+    for index in torch.arange(len(data)).split(max(batch_size, 512)):
+        batch = data.batch(index)
+        held = hidden_in_batch(hidden, data, batch)
+        batch.visible = batch.valid & ~held
+        out = forward(batch)
+        vt, sand = read_at(out, grid, batch.times, anchors)
+        pred = vt if sand is None else sand
+        yield index, held, torch.where(held, pred - batch.values, 0.0)
+
+
 @torch.no_grad()
 def held_out_error(forward, data, hidden, grid, anchors=None, batch_size=512):
     """Mean squared error of a module's output at the hidden validation points.
@@ -105,14 +126,58 @@ def held_out_error(forward, data, hidden, grid, anchors=None, batch_size=512):
         SAND's error for a SAND module, VT's for a VT.
     """
     total, count = 0.0, 0
-    for index in torch.arange(len(data)).split(max(batch_size, 512)):
-        batch = data.batch(index)
-        held = hidden_in_batch(hidden, data, batch)
-        batch.visible = batch.valid & ~held
-        out = forward(batch)
-        vt, sand = read_at(out, grid, batch.times, anchors)
-        pred = vt if sand is None else sand
-        err = torch.where(held, pred - batch.values, 0.0)
+    batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size)
+    for _, held, err in batches:
         total += float(err.pow(2).sum())
         count += int(held.sum())
     return total / max(count, 1)
+
+
+@torch.no_grad()
+def subject_squared_errors(forward, data, hidden, grid, anchors=None, batch_size=512):
+    """Per validation subject: the sum of squared errors at its hidden points.
+
+    Arguments as for :func:`held_out_error`.
+
+    Returns
+    -------
+    sums : ndarray of shape (n_subjects,)
+        Float64 sums (0 for a subject with nothing hidden).
+    counts : ndarray of shape (n_subjects,)
+        Hidden points per subject.
+    """
+    sums = torch.zeros(len(data), dtype=torch.float64)
+    counts = torch.zeros(len(data), dtype=torch.float64)
+    batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size)
+    for index, held, err in batches:
+        sums[index] = err.double().pow(2).sum(1).cpu()
+        counts[index] = held.sum(1).double().cpu()
+    return sums.numpy(), counts.numpy()
+
+
+def paired_gain(errors, reference):
+    """How much lower ``errors`` are than ``reference``, in standard errors.
+
+    Both are :func:`subject_squared_errors` of the same hidden points. The
+    gain is the drop in mean squared error per hidden point; its standard
+    error treats subjects as the independent units (a ratio estimator over
+    subjects), since a subject's hidden points share its curve.
+
+    Returns
+    -------
+    gain : float
+        ``MSE(reference) - MSE(errors)``.
+    z : float
+        ``gain`` over its standard error (``inf`` when that is 0 and the
+        gain positive, 0 when both are 0).
+    """
+    (sums, counts), (ref_sums, _) = errors, reference
+    total = counts.sum()
+    diff = ref_sums - sums
+    gain = diff.sum() / total
+    n = diff.size
+    resid = diff - counts * gain
+    se = np.sqrt(n / max(n - 1, 1) * (resid**2).sum()) / total
+    if se > 0:
+        return float(gain), float(gain / se)
+    return float(gain), math.inf if gain > 0 else 0.0

@@ -1,0 +1,136 @@
+"""The neural imputers' statistical base (``base=``): start, leakage, persistence."""
+
+import pickle
+
+import _configs
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+
+import fdaimpute as fi
+from fdaimpute.neural import SANDImputer, VTImputer
+from fdaimpute.nn.validation import paired_gain
+
+torch_classes = pytest.mark.parametrize(
+    "cls, params",
+    [(VTImputer, _configs.TINY), (SANDImputer, _configs.SAND_TINY)],
+    ids=["vt", "sand"],
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return fi.simulate.sand_paper(n=80, n_obs="5-8", random_state=3).train.data
+
+
+class RecordingPACE(fi.PACEImputer):
+    """A PACE imputer that remembers the ids of the subjects it was fitted on."""
+
+    def _fit(self, data):
+        self.fitted_ids_ = np.asarray(data.ids)
+        return super()._fit(data)
+
+
+@torch_classes
+def test_untrained_network_is_the_base(cls, params, data):
+    # a learning rate too small to move any weight: no epoch can beat the
+    # start by a standard error, so the start (the base) is kept
+    model = cls(**dict(params, lr=1e-12, max_epochs=1), base="pace").fit(data)
+    assert model.best_epoch_ == -1
+    expected = model.base_.transform(data, grid=model.grid_)
+    np.testing.assert_allclose(model.transform(data), expected, atol=1e-5)
+    if cls is SANDImputer:
+        np.testing.assert_allclose(
+            model.derivative(data),
+            model.base_.derivative(data, grid=model.grid_),
+            atol=1e-3,
+        )
+
+
+@torch_classes
+def test_correction_output_starts_at_zero(cls, params, data):
+    model = cls(**dict(params, max_epochs=1), base="kernel")
+    model.fit(data)
+    cfg = model._config()
+    fresh = model._new_module(cfg, model._grid_tensor(model.model_grid_, "cpu"), "cpu")
+    head = model._transformer(fresh).head
+    assert torch.count_nonzero(head.weight) == 0
+    assert torch.count_nonzero(head.bias) == 0
+
+
+def test_random_sand_start_zeroes_sand_output(data):
+    model = SANDImputer(**_configs.SAND_TINY, sand_init="random", base="pace")
+    model.fit(data)
+    fresh = model._new_module(
+        model._config(), model._grid_tensor(model.model_grid_, "cpu"), "cpu"
+    )
+    assert torch.count_nonzero(fresh.sand.out.weight) == 0
+    # without a base the random start keeps PyTorch's initialisation
+    plain = SANDImputer(**_configs.SAND_TINY, sand_init="random").fit(data)
+    fresh = plain._new_module(
+        plain._config(), plain._grid_tensor(plain.model_grid_, "cpu"), "cpu"
+    )
+    assert torch.count_nonzero(fresh.sand.out.weight) > 0
+
+
+@torch_classes
+def test_base_never_sees_validation_subjects(cls, params, data):
+    model = cls(**params, base=RecordingPACE(), validation_fraction=0.25).fit(data)
+    fitted = set(model.base_.fitted_ids_.tolist())
+    ids = np.asarray(data.ids)
+    assert fitted == set(ids[model.split_["train"]].tolist())
+    assert not fitted & set(ids[model.split_["selection"]].tolist())
+
+
+@torch_classes
+def test_pickle_and_clone_keep_the_base(cls, params, data):
+    model = cls(**params, base="pace").fit(data)
+    loaded = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(loaded.transform(data), model.transform(data))
+    assert loaded.module_.base_curves is not None
+    copy = clone(model)
+    assert copy.base == "pace" and not hasattr(copy, "base_")
+
+
+def test_estimator_base_is_cloned_not_fitted_in_place(data):
+    base = fi.KernelImputer()
+    VTImputer(**_configs.TINY, base=base).fit(data)
+    assert not hasattr(base, "grid_")
+
+
+@pytest.mark.parametrize(
+    "value, error", [("spline", ValueError), (3, TypeError), (object(), TypeError)]
+)
+def test_bad_base_is_refused(value, error, data):
+    with pytest.raises(error, match="base"):
+        VTImputer(**_configs.TINY, base=value).fit(data)
+
+
+def test_base_improves_a_short_training_run(data):
+    # three epochs of a tiny network are far from PACE; with PACE as the
+    # base the result can only be kept if it beats PACE on held-out points
+    sim = fi.simulate.sand_paper(n=200, n_obs="5-8", random_state=4)
+    truth, test = sim.test.truth, sim.test.data
+    plain = VTImputer(**_configs.TINY).fit(sim.train.data)
+    based = VTImputer(**_configs.TINY, base="pace").fit(sim.train.data)
+
+    def mse(model):
+        return np.mean((model.transform(test) - truth) ** 2)
+
+    assert mse(based) < 0.5 * mse(plain)
+
+
+def test_paired_gain_known_answers():
+    counts = np.array([2.0, 1.0, 3.0])
+    ref = np.array([4.0, 1.0, 6.0])
+    same = paired_gain((ref, counts), (ref, counts))
+    assert same == (0.0, 0.0)
+    # every subject's error drops by exactly its count: a gain of 1 per
+    # point with no spread across subjects, so an infinite z
+    gain, z = paired_gain((ref - counts, counts), (ref, counts))
+    assert gain == pytest.approx(1.0) and z == np.inf
+    # gains of 3, 0 and 0 over 6 points: mean 0.5; residuals 2, -0.5, -1.5
+    gain, z = paired_gain((ref - [3.0, 0.0, 0.0], counts), (ref, counts))
+    se = np.sqrt(3 / 2 * (2.0**2 + 0.5**2 + 1.5**2)) / 6
+    assert gain == pytest.approx(0.5) and z == pytest.approx(0.5 / se)
