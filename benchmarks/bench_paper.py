@@ -3,7 +3,8 @@
 Methods: the oracle (conditional mean with the true covariance), kernel
 smoothing (the paper's 1DS), PACE, a MICE baseline (chained equations on the
 binned grid), VT, VTP (VT + curvature penalty, weight chosen on the
-validation subjects), SAND, VT + LipReg with a positive and a negative
+validation subjects), SAND, VT and SAND on PACE as their statistical base
+(``base="pace"``), VT + LipReg with a positive and a negative
 weight, and SAND + LipReg (negative weight, the sign the LipReg paper
 recommends for transformers). MSE and TV x 1000 on the 101-point grid
 against the noise-free test curves, with standard errors over test subjects,
@@ -72,6 +73,8 @@ METHODS = (
     "VT",
     "VTP",
     "SAND",
+    "VT+base",
+    "SAND+base",
     "VT+LipReg(+)",
     "VT+LipReg(-)",
     "SAND+LipReg(-)",
@@ -109,6 +112,8 @@ def run_sparsity(sparsity, args):
         # LipReg(0) changes nothing in training; it records L_Lip for the figure.
         "VT": lambda: _neural(fi.VTImputer, args, n_fit, regularizers=[LipReg(0.0)]),
         "SAND": lambda: _neural(fi.SANDImputer, args, n_fit),
+        "VT+base": lambda: _neural(fi.VTImputer, args, n_fit, base="pace"),
+        "SAND+base": lambda: _neural(fi.SANDImputer, args, n_fit, base="pace"),
         "VT+LipReg(+)": lambda: _neural(
             fi.VTImputer, args, n_fit, regularizers=[LipReg(LIP_WEIGHT)]
         ),

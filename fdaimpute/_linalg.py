@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 
@@ -24,3 +26,20 @@ def group_by_count(offsets):
     for m in np.unique(counts):
         rows = np.flatnonzero(counts == m)
         yield rows, offsets[rows][:, None] + np.arange(m)
+
+
+@cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def one_blas_thread():
+    """A context in which BLAS runs on one thread.
+
+    Many tiny solves (one per subject) run faster on one thread. The
+    libraries are looked up once per process, not on every call (which
+    costs milliseconds: it scans the loaded shared objects).
+    """
+    return _blas_controller().limit(limits=1, user_api="blas")

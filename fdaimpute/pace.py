@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
+from fdaimpute._linalg import one_blas_thread
 from fdaimpute._pace import fit as _fit
 from fdaimpute._params import RANDOM_STATE, Boolean, Interval, Options, Pair
 from fdaimpute.base import BaseImputer
@@ -303,7 +303,7 @@ default="cv"
 
     def _fit(self, data):
         # Many small matrices: one BLAS thread is faster and shares cores well.
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():
             return self._fit_single_thread(data)
 
     def _fit_single_thread(self, data):
@@ -362,7 +362,7 @@ default="cv"
                 self._model, part.times, part.values, part.offsets, with_cov
             )
 
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():
             if len(data) <= _CHUNK:
                 return scores(data)
             # blocks of subjects keep the per-observation arrays small

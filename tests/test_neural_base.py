@@ -24,20 +24,14 @@ def data():
     return fi.simulate.sand_paper(n=80, n_obs="5-8", random_state=3).train.data
 
 
-class RecordingPACE(fi.PACEImputer):
-    """A PACE imputer that remembers the ids of the subjects it was fitted on."""
-
-    def _fit(self, data):
-        self.fitted_ids_ = np.asarray(data.ids)
-        return super()._fit(data)
-
-
 @torch_classes
 def test_untrained_network_is_the_base(cls, params, data):
     # a learning rate too small to move any weight: no epoch can beat the
     # start by a standard error, so the start (the base) is kept
     model = cls(**dict(params, lr=1e-12, max_epochs=1), base="pace").fit(data)
     assert model.best_epoch_ == -1
+    # the imputer is its base, refitted on every subject
+    assert model.base_.n_subjects_fit_ == len(data)
     expected = model.base_.transform(data, grid=model.grid_)
     np.testing.assert_allclose(model.transform(data), expected, atol=1e-5)
     if cls is SANDImputer:
@@ -74,10 +68,22 @@ def test_random_sand_start_zeroes_sand_output(data):
     assert torch.count_nonzero(fresh.sand.out.weight) > 0
 
 
+class RecordingPACE(fi.PACEImputer):
+    """A PACE imputer that logs the ids of every fit (clones share the log)."""
+
+    fits = []
+
+    def _fit(self, data):
+        RecordingPACE.fits.append(np.asarray(data.ids))
+        return super()._fit(data)
+
+
 @torch_classes
 def test_base_never_sees_validation_subjects(cls, params, data):
+    RecordingPACE.fits.clear()
     model = cls(**params, base=RecordingPACE(), validation_fraction=0.25).fit(data)
-    fitted = set(model.base_.fitted_ids_.tolist())
+    # the base's first fit is the one the network trains on
+    fitted = set(RecordingPACE.fits[0].tolist())
     ids = np.asarray(data.ids)
     assert fitted == set(ids[model.split_["train"]].tolist())
     assert not fitted & set(ids[model.split_["selection"]].tolist())
@@ -134,3 +140,15 @@ def test_paired_gain_known_answers():
     gain, z = paired_gain((ref - [3.0, 0.0, 0.0], counts), (ref, counts))
     se = np.sqrt(3 / 2 * (2.0**2 + 0.5**2 + 1.5**2)) / 6
     assert gain == pytest.approx(0.5) and z == pytest.approx(0.5 / se)
+
+
+@pytest.mark.parametrize("n, expected", [(80, 24), (300, 50), (1000, 100)])
+def test_auto_validation_share(n, expected):
+    model = VTImputer(validation_fraction="auto")
+    assert round(model._validation_share(n) * n) == expected
+
+
+def test_auto_validation_holds_out_the_share(data):
+    model = VTImputer(**_configs.TINY, validation_fraction="auto").fit(data)
+    assert len(model.split_["selection"]) == round(0.3 * len(data))
+    assert model.config_["validation_fraction"] == pytest.approx(0.3)

@@ -22,6 +22,10 @@ from fdaimpute.base import BaseImputer
 from fdaimpute.noise import noise_variance
 
 
+#: ``validation_fraction="auto"`` holds out this many subjects, within 10-30%.
+AUTO_VALIDATION_SUBJECTS = 50
+
+
 class _NeuralImputer(TorchStatePickling, BaseImputer):
     """Shared machinery of :class:`VTImputer` and :class:`SANDImputer`."""
 
@@ -162,8 +166,13 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
                 calib_t = self._tensors(valid, device)
             self._fit_uncertainty(module, grid, data, calib_t, seed)
         self._record(trainer, module, offset, warm)
+        if self.base_ is not None and self.best_epoch_ < offset and not warm:
+            # no epoch beat the base: the imputer is the base, so refit it on
+            # every subject (after the error model was calibrated honestly)
+            self.base_ = self._fit_base(data, seed)
+            self._attach_base(module)
         self.device_ = device
-        self.config_ = {**cfg, "validation_fraction": self.validation_fraction}
+        self.config_ = {**cfg, "validation_fraction": self._validation_share(len(data))}
         self.mean_ = self._mean_curve(data)
         return self
 
@@ -181,11 +190,18 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
         self.value_scale_ = scale if scale > 0 else 1.0
         self.model_grid_ = self._model_grid()
 
+    def _validation_share(self, n):
+        """The share of ``n`` subjects held out (``validation_fraction``)."""
+        if self.validation_fraction != "auto":
+            return self.validation_fraction
+        return max(0.1, min(0.3, AUTO_VALIDATION_SUBJECTS / max(n, 1)))
+
     def _split(self, data, rng):
         """Hold out ``validation_fraction`` of the subjects; sets ``split_``."""
         n = len(data)
-        n_val = int(round(self.validation_fraction * n)) if n > 1 else 0
-        if self.validation_fraction > 0 and n > 1:
+        share = self._validation_share(n)
+        n_val = int(round(share * n)) if n > 1 else 0
+        if share > 0 and n > 1:
             n_val = min(max(n_val, 1), n - 1)
         perm = rng.permutation(n)
         # the held-out subjects both choose the epoch and calibrate the error

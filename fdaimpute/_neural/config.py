@@ -132,7 +132,7 @@ VT_CONSTRAINTS = {
     "lr": [Interval("real", 0, closed="neither"), None],
     "lr_schedule": [Options("cosine", "constant"), None],
     "patience": _POSITIVE_INT,
-    "validation_fraction": [Interval("real", 0, 1, closed="left")],
+    "validation_fraction": [Interval("real", 0, 1, closed="left"), Options("auto")],
     "clip_grad": [Interval("real", 0, closed="neither"), None],
     "regularizers": [_RegularizerList(), None],
     "device": [_Device(), None],

@@ -23,7 +23,10 @@ COMMON_PARAMS_DOC = """
         epoch, and a trained epoch replaces it only if its held-out error
         is lower by at least one standard error (paired over validation
         subjects; ``start_gain_``), else the imputer *is* the base
-        (``best_epoch_ == -1``). ``None``: the network alone.
+        (``best_epoch_ == -1``), which is then refitted on every subject.
+        Without validation subjects (``validation_fraction=0``) the epoch is
+        chosen by training loss and none of this holds. ``None``: the
+        network alone.
     d_model : int, default=None
         Width of the transformer's tokens.
     n_heads : int, default=None
@@ -53,12 +56,15 @@ COMMON_PARAMS_DOC = """
         Stop after this many epochs without a better validation error (the
         CPU preset runs all epochs, as the cosine schedule improves most at
         the end; the best epoch is kept either way).
-    validation_fraction : float, default=0.1
+    validation_fraction : float or "auto", default=0.1
         Share of the training subjects held out (``split_``) to choose the
         epoch whose weights are kept (about a third of their points, 1 to
         half of each subject's, are hidden and predicted from the rest) and
-        then to fit the error model behind ``return_std``. ``0`` keeps the
-        epoch with the lowest training loss and gives no ``return_std``.
+        then to fit the error model behind ``return_std``. ``"auto"``: 50
+        subjects, but at least 10% and at most 30% of them (small data sets
+        need a larger share to tell a real gain from chance). ``0`` keeps
+        the epoch with the lowest training loss and gives no
+        ``return_std``.
     clip_grad : float or None, default=1.0
         Clip the gradient's global norm (SAND's layer and the transformer
         separately).
