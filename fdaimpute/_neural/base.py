@@ -10,6 +10,8 @@ methods only, so ``import fdaimpute`` does not load it.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
@@ -20,7 +22,6 @@ from fdaimpute._neural.persistence import TorchStatePickling, resolve_device
 from fdaimpute._validation import rounding_slack
 from fdaimpute.base import BaseImputer
 from fdaimpute.noise import noise_variance
-
 
 #: ``validation_fraction="auto"`` holds out this many subjects, within 10-30%.
 AUTO_VALIDATION_SUBJECTS = 50
@@ -224,7 +225,12 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
             from fdaimpute.pace import PACEImputer
 
             if self.base == "pace":
-                base = PACEImputer(random_state=seed)
+                # an int seed is passed on, so a base kept as it is equals
+                # PACEImputer(random_state=seed) fitted on the same subjects
+                state = self.random_state
+                base = PACEImputer(
+                    random_state=state if isinstance(state, numbers.Integral) else seed
+                )
             else:
                 base = KernelImputer()
         else:
