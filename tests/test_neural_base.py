@@ -87,7 +87,14 @@ def test_base_never_sees_validation_subjects(cls, params, data):
     fitted = set(RecordingPACE.fits[0].tolist())
     ids = np.asarray(data.ids)
     assert fitted == set(ids[model.split_["train"]].tolist())
-    assert not fitted & set(ids[model.split_["selection"]].tolist())
+    held_out = set(ids[model.split_["calibration"]].tolist())
+    assert not fitted & held_out
+    # half the held-out subjects choose the epoch, the other half judge it
+    selection, comparison = (
+        set(ids[model.split_[k]].tolist()) for k in ("selection", "comparison")
+    )
+    assert selection | comparison == held_out and not selection & comparison
+    assert abs(len(selection) - len(comparison)) <= 1
 
 
 @torch_classes

@@ -161,7 +161,7 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
             trainer = self._make_trainer(
                 module, grid, cfg, regularizers, amp, seed, start_epoch=offset
             )
-            self._train(trainer, train, valid, device, seed)
+            self._train(trainer, train, data, device, seed)
             calib_t = None
             if len(valid) and not trainer.interrupted:
                 calib_t = self._tensors(valid, device)
@@ -209,9 +209,17 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
         # model: splitting them in two made the SDs worse on fresh subjects
         # and removed no measurable optimism (bench_uncertainty --holdout)
         held_out = np.sort(perm[:n_val])
+        selection, comparison = held_out, held_out[:0]
+        if self.base is not None and n_val >= 2:
+            # with a base, half of them choose the epoch and the other half
+            # judge it against the base: the best of many epochs looks better
+            # on the subjects that chose it than it is
+            selection = np.sort(perm[: n_val - n_val // 2])
+            comparison = np.sort(perm[n_val - n_val // 2 : n_val])
         self.split_ = {
             "train": np.sort(perm[n_val:]),
-            "selection": held_out,
+            "selection": selection,
+            "comparison": comparison,
             "calibration": held_out,
         }
         return data.take(self.split_["train"]), data.take(held_out)
@@ -261,18 +269,27 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
         self._after_build(module, grid)
         return module
 
-    def _train(self, trainer, train, valid, device, seed):
-        """Run ``trainer`` on the training and validation subjects."""
+    def _train(self, trainer, train, data, device, seed):
+        """Run ``trainer`` on the training subjects and the held-out ones.
+
+        ``split_["selection"]`` chooses the epoch; with a base,
+        ``split_["comparison"]`` judges it against the base.
+        """
         from fdaimpute.nn.validation import hide_validation_observations
 
-        train_t = self._tensors(train, device)
-        valid_t = hidden = None
-        if len(valid):
-            valid_t = self._tensors(valid, device)
-            hidden = hide_validation_observations(valid_t, seed + 7)
-            if hidden is None:  # every subject has one point
-                valid_t = None
-        trainer.fit(train_t, valid_t, hidden)
+        def held_out(key, offset):
+            if not len(self.split_[key]):
+                return None, None
+            tensors = self._tensors(data.take(self.split_[key]), device)
+            hidden = hide_validation_observations(tensors, seed + offset)
+            # None when every subject has one point
+            return (None, None) if hidden is None else (tensors, hidden)
+
+        valid_t, hidden = held_out("selection", 7)
+        check_t, check_hidden = held_out("comparison", 13)
+        trainer.fit(
+            self._tensors(train, device), valid_t, hidden, check_t, check_hidden
+        )
 
     def _record(self, trainer, module, offset, warm):
         """Keep the trained network and the (continued) history."""

@@ -20,9 +20,12 @@ COMMON_PARAMS_DOC = """
         output layer starts at zero (for SAND, the base's derivative plus a
         correction of it, so curves stay C1). The untrained network is the
         base: it is scored on the validation subjects before the first
-        epoch, and a trained epoch replaces it only if its held-out error
-        is lower by at least one standard error (paired over validation
-        subjects; ``start_gain_``), else the imputer *is* the base
+        epoch, so an epoch replaces it only if its held-out error is lower;
+        the validation subjects are split in two (``split_["selection"]``
+        choose the epoch, ``split_["comparison"]`` judge it) and the chosen
+        epoch is kept only if, on the second half, its error is below the
+        base's by at least one standard error (paired over subjects;
+        ``start_gain_``), else the imputer *is* the base
         (``best_epoch_ == -1``), which is then refitted on every subject.
         Without validation subjects (``validation_fraction=0``) the epoch is
         chosen by training loss and none of this holds. ``None``: the

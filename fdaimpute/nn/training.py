@@ -315,7 +315,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ #
     # loop
-    def fit(self, train, valid=None, valid_hidden=None):
+    def fit(self, train, valid=None, valid_hidden=None, check=None, check_hidden=None):
         """Train; keep the best state (by validation loss, else training loss).
 
         Parameters
@@ -326,6 +326,10 @@ class Trainer:
             Validation subjects.
         valid_hidden : bool Tensor, default=None
             Observations of ``valid`` to predict (see :meth:`validate`).
+        check, check_hidden : RaggedTensors and bool Tensor, default=None
+            With ``keep_start``: other held-out subjects on which the best
+            epoch is compared with the start (default: ``valid``). The
+            subjects that chose the epoch favour it.
 
         Returns
         -------
@@ -353,7 +357,9 @@ class Trainer:
             if bar is not None:
                 bar.close()
         if self.start_state is not None and self.best_epoch >= self.start_epoch:
-            self._check_gain(valid, valid_hidden)
+            if check is None:
+                check, check_hidden = valid, valid_hidden
+            self._check_gain(check, check_hidden)
         if self.best_state is not None:
             self.module.load_state_dict(self.best_state)
         self.module.eval()
