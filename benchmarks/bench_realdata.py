@@ -1,0 +1,183 @@
+"""The SAND paper's real-data table: held-out points, UK electricity and Framingham.
+
+For each data set and each of ``--splits`` random splits, every subject with
+more than two observations hides 20% of them (at least one, keeping at least
+two: :func:`fdaimpute.metrics.split_held_out`); each method is fitted on the
+visible observations of all subjects and predicts the hidden ones
+(``predict_at``). Reported per method, as mean (standard error) over splits:
+the mean squared error on the hidden observations (x 1000), the total
+variation of the imputed curves on the 101-point grid (the roughness of what
+a user gets; the data have no true curves), the ratio of the MSE to PACE's
+in the same split (paired, so the split-to-split variation cancels), and fit
+seconds. With ``--n-subjects`` each split first draws that many subjects at
+random (small-data rows).
+
+Usage::
+
+    python benchmarks/bench_realdata.py --datasets framingham --epochs 40
+    python benchmarks/bench_realdata.py --n-subjects 250 --save-rows a.json
+    python benchmarks/bench_realdata.py --load-rows a.json b.json --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import machine, markdown_table, write_section  # noqa: E402
+
+import fdaimpute as fi  # noqa: E402
+from fdaimpute.metrics import split_held_out  # noqa: E402
+from fdaimpute.nn.regularizers import Roughness  # noqa: E402
+
+DATASETS = {
+    "uk-30": lambda: fi.datasets.load_uk_electricity("dense").data,
+    "uk-8-12": lambda: fi.datasets.load_uk_electricity("sparse").data,
+    "uk-3-5": lambda: fi.datasets.load_uk_electricity("ssparse").data,
+    "framingham": lambda: fi.datasets.load_framingham().data,
+}
+
+
+def _neural(cls, args, **extra):
+    epochs = {} if args.epochs is None else {"max_epochs": args.epochs}
+    return cls(random_state=args.seed, **epochs, **extra)
+
+
+METHODS = {
+    "Kernel": lambda a: fi.KernelImputer(),
+    "PACE": lambda a: fi.PACEImputer(random_state=a.seed),
+    "PACE-fdapace": lambda a: fi.PACEImputer.fdapace(),
+    "MICE": lambda a: fi.MICEImputer(random_state=a.seed),
+    "VT": lambda a: _neural(fi.VTImputer, a),
+    # the curvature weight bench_paper.py's validation chose most often
+    "VTP": lambda a: _neural(fi.VTImputer, a, regularizers=[Roughness(100.0)]),
+    "SAND": lambda a: _neural(fi.SANDImputer, a),
+    "VT+base": lambda a: _neural(fi.VTImputer, a, base="pace"),
+    "SAND+base": lambda a: _neural(fi.SANDImputer, a, base="pace"),
+}
+COLUMNS = ["data", "n", "method", "MSE x1000", "MSE / PACE", "TV", "fit s", "kept base"]
+
+
+def one_split(data, split, args):
+    """Scores of every method on one random split."""
+    rng = np.random.default_rng(1000 + split)
+    if args.n_subjects and args.n_subjects < len(data):
+        data = data.take(np.sort(rng.choice(len(data), args.n_subjects, replace=False)))
+    visible, hidden, rows = split_held_out(data, 0.2, min_keep=2, random_state=split)
+    times = np.split(hidden.times, hidden.offsets[1:-1])
+    scores = {}
+    for method in args.methods:
+        est = METHODS[method](args)
+        start = time.perf_counter()
+        est.fit(visible)
+        seconds = time.perf_counter() - start
+        pred = np.concatenate(est.predict_at(visible[rows], times))
+        curves = est.transform(visible)
+        scores[method] = {
+            "mse": float(np.mean((pred - hidden.values) ** 2)),
+            "tv": float(np.mean(np.abs(np.diff(curves, axis=1)).sum(axis=1))),
+            "seconds": seconds,
+            "kept_base": getattr(est, "best_epoch_", 0) == -1,
+        }
+        print(
+            f"  split {split} {method:<13} MSE {1000 * scores[method]['mse']:.3f} "
+            f"TV {scores[method]['tv']:.3f} {seconds:.0f} s",
+            flush=True,
+        )
+    return scores, len(data)
+
+
+def _mean_se(values):
+    values = np.asarray(values, dtype=float)
+    se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else np.nan
+    return values.mean(), se
+
+
+def summarize(name, n, splits, methods):
+    """Table rows of one data set from its per-split scores."""
+    rows = []
+    for method in methods:
+        mse = [s[method]["mse"] * 1000 for s in splits]
+        tv = [s[method]["tv"] for s in splits]
+        row = {
+            "data": name,
+            "n": n,
+            "method": method,
+            "MSE x1000": "{:.3f} ({:.3f})".format(*_mean_se(mse)),
+            "TV": "{:.3f} ({:.3f})".format(*_mean_se(tv)),
+            "fit s": f"{np.mean([s[method]['seconds'] for s in splits]):.0f}",
+            "kept base": "",
+        }
+        if "PACE" in splits[0]:
+            ratio = [s[method]["mse"] / s["PACE"]["mse"] for s in splits]
+            row["MSE / PACE"] = "{:.3f} ({:.3f})".format(*_mean_se(ratio))
+        if "base" in method:
+            kept = sum(s[method]["kept_base"] for s in splits)
+            row["kept base"] = f"{kept}/{len(splits)}"
+        rows.append(row)
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--n-subjects", dest="n_subjects", type=int, default=None)
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--save-rows", dest="save_rows")
+    parser.add_argument("--load-rows", dest="load_rows", nargs="+")
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.load_rows:
+        runs = [json.loads(Path(p).read_text()) for p in args.load_rows]
+    else:
+        start = time.perf_counter()
+        rows = []
+        for name in args.datasets:
+            data = DATASETS[name]()
+            results = [one_split(data, s, args) for s in range(args.splits)]
+            n = results[0][1]
+            rows += summarize(name, n, [r[0] for r in results], args.methods)
+            print(markdown_table(rows, COLUMNS), flush=True)
+        runs = [
+            {
+                "rows": rows,
+                "command": "python " + " ".join(sys.argv),
+                "machine": machine(),
+                "minutes": (time.perf_counter() - start) / 60,
+            }
+        ]
+        if args.save_rows:
+            Path(args.save_rows).write_text(json.dumps(runs[0], indent=1))
+    rows = [r for run in runs for r in run["rows"]]
+    table = markdown_table(rows, COLUMNS)
+    print(table)
+    if args.write:
+        runs_text = "\n".join(
+            f"- `{r['command']}`: {r['minutes']:.0f} min, {r['machine']}" for r in runs
+        )
+        body = (
+            "Held-out observations (20% of each subject's, at least one, two "
+            "kept), mean (SE) over random splits; `MSE / PACE` is paired within "
+            "splits; `kept base`: splits where the base option kept PACE "
+            f"unchanged. Runs:\n\n{runs_text}\n\n{table}\n"
+        )
+        write_section("realdata", "Real data: held-out observations", body)
+
+
+if __name__ == "__main__":
+    main()
