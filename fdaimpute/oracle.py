@@ -6,10 +6,17 @@ linear predictor of ``X_i(s)`` from subject ``i``'s observations is
     mu(s) + C(s, t_i) (C(t_i, t_i) + sigma^2 I)^{-1} (y_i - mu(t_i)),
 
 the limit that benchmarks report against (it is the exact conditional mean
-when the scores are Gaussian).
+when the scores are Gaussian). For a basis process the covariance is in closed
+form; for the non-linear processes (:class:`~fdaimpute.simulate.PhaseProcess`,
+:class:`~fdaimpute.simulate.WarpedProcess`) it is their Monte Carlo
+covariance, used through all its non-negligible eigenpairs, so the oracle is
+still the best linear predictor (up to Monte Carlo error) -- and there it is
+far from the conditional mean, which :func:`posterior_mean` approximates.
 """
 
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
@@ -17,9 +24,10 @@ from fdaimpute._pace.scores import posterior_scores
 from fdaimpute._params import Instance, validate_params
 from fdaimpute._validation import resolve_grid
 from fdaimpute.base import BaseImputer
-from fdaimpute.simulate import BasisProcess
+from fdaimpute.data import IrregularData
+from fdaimpute.simulate import BasisProcess, MonteCarloProcess
 
-__all__ = ["ConditionalMean"]
+__all__ = ["ConditionalMean", "posterior_mean"]
 
 
 class ConditionalMean(BaseImputer):
@@ -30,8 +38,13 @@ class ConditionalMean(BaseImputer):
 
     Parameters
     ----------
-    process : fdaimpute.simulate.BasisProcess
-        The data-generating process, with its ``noise_sd``.
+    process : BasisProcess, PhaseProcess or WarpedProcess
+        The data-generating process, with its ``noise_sd``. For a
+        non-linear process (a ``MonteCarloProcess``) the oracle uses the
+        eigen-decomposition of its Monte Carlo covariance: a Gaussian process
+        with the same mean and covariance, whose conditional mean is the best
+        linear predictor and whose ``return_std`` is that predictor's
+        conditional SD (its root mean squared error given the times).
     grid : int or array-like, default=None
         Output grid; defaults to 101 points on the process's domain.
     extrapolate : {False, True, "clip"}, default=False
@@ -59,7 +72,12 @@ class ConditionalMean(BaseImputer):
 
     # no keep_observed: the oracle's parameters are the process, grid and extrapolate
     _param_constraints = {
-        "process": [Instance(BasisProcess, "a BasisProcess (fdaimpute.simulate)")]
+        "process": [
+            Instance(
+                (BasisProcess, MonteCarloProcess),
+                "a BasisProcess or MonteCarloProcess (fdaimpute.simulate)",
+            )
+        ]
     }
 
     def __init__(self, process, *, grid=None, extrapolate=False):
@@ -99,9 +117,22 @@ class ConditionalMean(BaseImputer):
     def _fit(self, data):
         pass
 
+    def _linear_process(self):
+        """The process itself, or the Gaussian process with its mean and covariance."""
+        proc = self.process
+        if isinstance(proc, BasisProcess):
+            return proc
+        return BasisProcess(
+            proc.mean,
+            proc.eigenbasis,
+            proc.eigenvalues,
+            noise_sd=proc.noise_sd,
+            domain=proc.domain,
+        )
+
     def _posterior(self, data, with_cov=False):
         """Posterior mean (and covariance, else None) of the scores: PACE's code."""
-        proc = self.process
+        proc = self._linear_process()
         out = posterior_scores(
             data.values - proc.mean(data.times),
             proc.basis(data.times),
@@ -115,8 +146,9 @@ class ConditionalMean(BaseImputer):
 
     def _transform_grid(self, data, grid, return_std=False):
         mean_xi, cov_xi = self._posterior(data, with_cov=return_std)
-        basis = self.process.basis(grid)
-        curves = self.process.mean(grid) + mean_xi @ basis.T
+        proc = self._linear_process()
+        basis = proc.basis(grid)
+        curves = proc.mean(grid) + mean_xi @ basis.T
         if not return_std:
             return curves
         var = np.einsum("mp,npq,mq->nm", basis, cov_xi, basis)
@@ -124,10 +156,84 @@ class ConditionalMean(BaseImputer):
 
     def _derivative_grid(self, data, grid):
         mean_xi, _ = self._posterior(data)
-        return self.process.derivative(mean_xi, grid)
+        return self._linear_process().derivative(mean_xi, grid)
 
     def _predict_ragged(self, data, times, offsets):
         mean_xi, _ = self._posterior(data)
         subject = np.repeat(np.arange(len(data)), np.diff(offsets))
-        b = self.process.basis(times)
-        return self.process.mean(times) + np.einsum("ip,ip->i", b, mean_xi[subject])
+        return self._linear_process().evaluate(mean_xi[subject], times)
+
+
+def posterior_mean(process, data, grid=None, *, n_draws=20_000, random_state=0):
+    """Conditional mean of each curve, by importance sampling from the prior.
+
+    Draws ``n_draws`` curves from ``process`` and weights each by the
+    Gaussian likelihood of a subject's observations; the weighted average is
+    a consistent estimate of ``E[X_i(t) | y_i]``, the best predictor of all,
+    linear or not. It is a reference for benchmarks on the non-linear
+    processes, practical when the process has few random parameters.
+
+    Parameters
+    ----------
+    process : BasisProcess, PhaseProcess or WarpedProcess
+        The data-generating process; its ``noise_sd`` must be positive.
+    data : IrregularData
+        The subjects' observations.
+    grid : array-like, default=None
+        Output times; defaults to 101 points on the process's domain.
+    n_draws : int, default=20_000
+        Number of prior draws.
+    random_state : int, Generator or None, default=0
+        Seed of the draws.
+
+    Returns
+    -------
+    ndarray of shape (n_subjects, n_grid)
+
+    Examples
+    --------
+    >>> import fdaimpute as fi
+    >>> sim = fi.simulate.time_warping(n=200, n_obs="8-12", random_state=0)
+    >>> fi.oracle.posterior_mean(sim.process, sim.test.data, n_draws=2000).shape
+    (10, 101)
+    """
+    if not isinstance(data, IrregularData):
+        raise TypeError(f"data must be an IrregularData, got {type(data).__name__}")
+    if not process.noise_sd > 0:
+        raise ValueError("posterior_mean needs a process with noise_sd > 0")
+    if not isinstance(n_draws, numbers.Integral) or n_draws < 1:
+        raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}")
+    if grid is None:
+        grid = np.linspace(*process.domain, 101)
+    grid = np.asarray(grid, dtype=np.float64)
+    draws = process.sample_scores(n_draws, random_state)
+    sigma2 = process.noise_sd**2
+    on_grid = process.curves(draws, grid)
+    offsets = np.asarray(data.offsets)
+    n = offsets.size - 1
+    subject = np.repeat(np.arange(n), np.diff(offsets))
+    out = np.empty((n, grid.size))
+    times, inv = np.unique(data.times, return_inverse=True)
+    # the draws at every distinct time at once when that is small enough
+    at_times = process.curves(draws, times) if n_draws * times.size <= 2**24 else None
+    batch = max(1, 2**22 // n_draws)
+    for start in range(0, n, batch):
+        stop = min(start + batch, n)
+        lo, hi = offsets[start], offsets[stop]
+        y, who = data.values[lo:hi], subject[lo:hi] - start
+        if at_times is None:
+            cols, idx = np.unique(data.times[lo:hi], return_inverse=True)
+            f = process.curves(draws, cols)
+        else:
+            cols, idx = np.unique(inv[lo:hi], return_inverse=True)
+            f = at_times[:, cols]
+        # sum_j (f(t_j) - y_j)^2 per subject as matrix products over distinct times
+        pos = idx * (stop - start) + who
+        shape = (cols.size, stop - start)
+        count = np.bincount(pos, minlength=cols.size * shape[1]).reshape(shape)
+        ysum = np.bincount(pos, y, minlength=count.size).reshape(shape)
+        yy = np.bincount(who, y * y, minlength=shape[1])
+        loglik = -0.5 * ((f * f) @ count - 2 * f @ ysum + yy) / sigma2
+        w = np.exp(np.maximum(loglik - loglik.max(axis=0), -700.0))
+        out[start:stop] = (w / w.sum(axis=0)).T @ on_grid
+    return out

@@ -1,0 +1,266 @@
+"""Imputers on processes a linear predictor cannot represent, next to the linear oracle.
+
+Two processes of :mod:`fdaimpute.simulate`: ``phase`` (two bumps at random
+places, :func:`~fdaimpute.simulate.phase_variation`) and ``warp`` (a two-peak
+template under a random time warp, :func:`~fdaimpute.simulate.time_warping`),
+at 8-12 and 3-5 observations per subject, signal-to-noise ratio 4. Each
+method's MSE on the test subjects' noise-free curves (101-point grid) is
+divided by that of the *linear oracle* (the best linear predictor from the
+true mean, covariance and noise variance: what PACE estimates). The
+``conditional mean`` row is the best predictor of all (importance sampling
+from the true process, :func:`fdaimpute.oracle.posterior_mean`): how far
+below 1 a method could go.
+
+Methods are built by the factories in ``METHODS`` (name -> function of the
+simulation and the command-line arguments returning an object with
+``fit``/``transform``); add a row by adding an entry.
+
+Examples
+--------
+The run in docs/benchmarks.md (``--write`` replaces its section)::
+
+    python benchmarks/bench_nonlinear.py --n 2000 --test-share 0.1 --epochs 15 \
+        --process phase
+    python benchmarks/bench_nonlinear.py --n 2000 --test-share 0.1 --epochs 15 \
+        --process warp --write
+
+(``--write`` puts the rows of earlier runs of the same size on other processes,
+read from ``benchmarks/results/nonlinear/``, in the same table; ``--from-saved
+--write`` rewrites the section from those files without fitting anything.)
+The statistical methods at the issue's size, in their own section::
+
+    python benchmarks/bench_nonlinear.py --n 10000 --methods oracle mean pace \
+        kernel bayes --section nonlinear-statistical --write
+
+Without the neural imputers (seconds)::
+
+    python benchmarks/bench_nonlinear.py --methods oracle mean pace kernel bayes
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import machine, markdown_table, write_section  # noqa: E402
+
+import fdaimpute as fi  # noqa: E402
+from fdaimpute.data import IrregularData  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "nonlinear"
+PROCESSES = {
+    "phase": fi.simulate.phase_variation,
+    "warp": fi.simulate.time_warping,
+}
+SPARSITIES = ("8-12", "3-5")
+COLUMNS = ["process", "n_i", "method", "MSE", "MSE / linear oracle", "fit s"]
+
+
+class _MeanCurve:
+    """Predicts the process's true mean curve for every subject."""
+
+    def __init__(self, process):
+        self.process = process
+
+    def fit(self, data):
+        return self
+
+    def transform(self, data):
+        grid = np.linspace(*self.process.domain, 101)
+        return np.tile(self.process.mean(grid), (len(data), 1))
+
+
+class _PosteriorMean(_MeanCurve):
+    """The conditional mean under the true process (importance sampling)."""
+
+    def transform(self, data):
+        return fi.oracle.posterior_mean(self.process, data, n_draws=50_000)
+
+
+def _neural_params(args, n_fit):
+    """Default settings, a few made explicit: epochs, 5% validation, seed."""
+    params = {"validation_fraction": round(0.05 * n_fit) / n_fit, "random_state": 0}
+    if args.epochs is not None:
+        params["max_epochs"] = args.epochs
+    return params
+
+
+def _vt(sim, args, n_fit):
+    from fdaimpute.neural import VTImputer
+
+    return VTImputer(**_neural_params(args, n_fit))
+
+
+def _sand(sim, args, n_fit):
+    from fdaimpute.neural import SANDImputer
+
+    return SANDImputer(**_neural_params(args, n_fit))
+
+
+# row label -> factory(sim, args, n_fit): an object with fit(data) and transform(data)
+METHODS = {
+    "linear oracle": lambda sim, args, n_fit: fi.oracle.ConditionalMean(sim.process),
+    "mean curve": lambda sim, args, n_fit: _MeanCurve(sim.process),
+    "PACE": lambda sim, args, n_fit: fi.PACEImputer(),
+    "kernel": lambda sim, args, n_fit: fi.KernelImputer(),
+    "VT": _vt,
+    "SAND": _sand,
+    "conditional mean": lambda sim, args, n_fit: _PosteriorMean(sim.process),
+}
+ALIASES = {
+    "oracle": "linear oracle",
+    "mean": "mean curve",
+    "pace": "PACE",
+    "kernel": "kernel",
+    "vt": "VT",
+    "sand": "SAND",
+    "bayes": "conditional mean",
+}
+
+
+def run_one(name, sparsity, args):
+    share = args.test_share
+    sim = PROCESSES[name](
+        args.n, n_obs=sparsity, split=(1 - 2 * share, share, share), random_state=0
+    )
+    fit_data = IrregularData.concat([sim.train.data, sim.validation.data])
+    test, truth = sim.test.data, sim.test.truth
+    rows, preds = [], {}
+    for method in ["linear oracle"] + [m for m in args.methods if m != "linear oracle"]:
+        est = METHODS[method](sim, args, len(fit_data))
+        start = time.perf_counter()
+        est.fit(fit_data)
+        seconds = time.perf_counter() - start
+        preds[method] = est.transform(test)
+        s = fi.metrics.summarize(truth, preds[method])
+        rows.append(
+            {
+                "process": name,
+                "n_i": sparsity,
+                "method": method,
+                "mse": s["mse"],
+                "mse_se": s["mse_se"],
+                "MSE": f"{s['mse']:.2f} ({s['mse_se']:.2f})",
+                "fit s": seconds,
+            }
+        )
+    lin = rows[0]["mse"]
+    for row in rows:
+        row["MSE / linear oracle"] = row["mse"] / lin
+        print(
+            f"  {name} {sparsity} {row['method']:>16}: MSE {row['MSE']}, "
+            f"ratio {row['MSE / linear oracle']:.3f}, fit {row['fit s']:.0f} s",
+            flush=True,
+        )
+    if "linear oracle" not in args.methods:
+        rows = rows[1:]
+    return rows
+
+
+def save(rows, stem):
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
+    keys = ["process", "n_i", "method", "mse", "mse_se", "MSE / linear oracle", "fit s"]
+    with open(RESULTS / f"{stem}.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, keys, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000, help="subjects")
+    parser.add_argument("--epochs", type=int, default=None, help="VT/SAND max_epochs")
+    parser.add_argument(
+        "--test-share",
+        type=float,
+        default=0.05,
+        help="share of test subjects (and of validation subjects); default 0.05",
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=list(METHODS),
+        help=f"row labels {list(METHODS)} or short names {list(ALIASES)}",
+    )
+    parser.add_argument("--process", nargs="+", default=list(PROCESSES))
+    parser.add_argument("--sparsity", nargs="+", default=list(SPARSITIES))
+    parser.add_argument("--write", action="store_true", help="update the docs")
+    parser.add_argument(
+        "--section", default="nonlinear", help="section of docs/benchmarks.md"
+    )
+    parser.add_argument(
+        "--from-saved",
+        action="store_true",
+        help="fit nothing: table the saved rows of runs of this size",
+    )
+    args = parser.parse_args(argv)
+    args.methods = [ALIASES.get(m, m) for m in args.methods]
+    unknown = [m for m in args.methods if m not in METHODS] + [
+        p for p in args.process if p not in PROCESSES
+    ]
+    if unknown:
+        parser.error(f"unknown methods or processes: {unknown}")
+    prefix = f"n{args.n}_t{args.test_share:g}_e{args.epochs or 'default'}"
+    stem = f"{prefix}_{'+'.join(args.process)}"
+    rows = []
+    if not args.from_saved:
+        print(machine(), flush=True)
+        start = time.perf_counter()
+        for name in args.process:
+            for sparsity in args.sparsity:
+                rows.extend(run_one(name, sparsity, args))
+        print(f"total {time.perf_counter() - start:.0f} s; rows in {stem}.json/.csv")
+        save(rows, stem)
+    if args.write or args.from_saved:
+        # one table for runs of the same size on different processes
+        for path in sorted(RESULTS.glob(f"{prefix}_*.json")):
+            if path.stem != stem or args.from_saved:
+                saved = json.loads(path.read_text())
+                done = {r["process"] for r in rows}
+                rows.extend(r for r in saved if r["process"] not in done)
+        rows.sort(key=lambda r: list(PROCESSES).index(r["process"]))
+    table = markdown_table(
+        rows, COLUMNS, {"MSE / linear oracle": ".3f", "fit s": ".0f"}
+    )
+    print(table)
+    if args.write:
+        title = "Non-linear processes: phase variation and warping"
+        if args.section != "nonlinear":
+            title += f" ({args.section})"
+        write_section(args.section, title, _body(args, prefix, table))
+
+
+def _body(args, prefix, table):
+    n_test = round(args.test_share * args.n)
+    epochs = f", max_epochs={args.epochs}" if args.epochs else ""
+    return f"""
+The processes of `fi.simulate.phase_variation` (two Gaussian bumps whose places move by
+up to 0.12) and `fi.simulate.time_warping` (a two-peak template under a random monotone
+time warp, times a random amplitude), SNR 4. {args.n} subjects: {n_test} test subjects,
+as many validation subjects (used with the training subjects to fit); VT and SAND hold
+out 5% of the fitted subjects for their own validation, default settings
+(`preset="cpu"`{epochs}). MSE x 1000 (standard error over test subjects) on the
+101-point grid against the noise-free curves, divided by the *linear oracle*'s
+(`fi.oracle.ConditionalMean`: the best linear predictor from the true mean, covariance
+and noise variance, the limit of PACE). `conditional mean` is the best predictor of all
+(`fi.oracle.posterior_mean`, importance sampling from the true process): the room a
+non-linear method has below 1. Timings were taken on a shared 2-core machine: compare
+them within a run only. Each process may come from its own run with the same `--n`,
+`--test-share` and `--epochs` (`--process NAME`; `--from-saved` tables the saved rows):
+`benchmarks/results/nonlinear/{prefix}_*.json` (and `.csv`).
+
+{table}
+"""
+
+
+if __name__ == "__main__":
+    main()
