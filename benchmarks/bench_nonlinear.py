@@ -93,16 +93,16 @@ def _neural_params(args, n_fit):
     return params
 
 
-def _vt(sim, args, n_fit):
+def _vt(sim, args, n_fit, **extra):
     from fdaimpute.neural import VTImputer
 
-    return VTImputer(**_neural_params(args, n_fit))
+    return VTImputer(**_neural_params(args, n_fit), **extra)
 
 
-def _sand(sim, args, n_fit):
+def _sand(sim, args, n_fit, **extra):
     from fdaimpute.neural import SANDImputer
 
-    return SANDImputer(**_neural_params(args, n_fit))
+    return SANDImputer(**_neural_params(args, n_fit), **extra)
 
 
 # row label -> factory(sim, args, n_fit): an object with fit(data) and transform(data)
@@ -113,6 +113,8 @@ METHODS = {
     "kernel": lambda sim, args, n_fit: fi.KernelImputer(),
     "VT": _vt,
     "SAND": _sand,
+    "VT+base": lambda sim, args, n_fit: _vt(sim, args, n_fit, base="pace"),
+    "SAND+base": lambda sim, args, n_fit: _sand(sim, args, n_fit, base="pace"),
     "conditional mean": lambda sim, args, n_fit: _PosteriorMean(sim.process),
 }
 ALIASES = {
@@ -122,6 +124,8 @@ ALIASES = {
     "kernel": "kernel",
     "vt": "VT",
     "sand": "SAND",
+    "vt+base": "VT+base",
+    "sand+base": "SAND+base",
     "bayes": "conditional mean",
 }
 
