@@ -93,6 +93,7 @@ class VTImputer(_NeuralImputer):
         decoder_layers=None,
         dim_feedforward=None,
         dropout=None,
+        norm="layer",
         encoding_dim=None,
         max_epochs=None,
         batch_size=None,
@@ -119,6 +120,7 @@ class VTImputer(_NeuralImputer):
         self.decoder_layers = decoder_layers
         self.dim_feedforward = dim_feedforward
         self.dropout = dropout
+        self.norm = norm
         self.encoding_dim = encoding_dim
         self.max_epochs = max_epochs
         self.batch_size = batch_size
@@ -281,6 +283,7 @@ class SANDImputer(_NeuralImputer):
         decoder_layers=None,
         dim_feedforward=None,
         dropout=None,
+        norm="layer",
         encoding_dim=None,
         sand_heads=None,
         sand_head_dim=None,
@@ -313,6 +316,7 @@ class SANDImputer(_NeuralImputer):
         self.decoder_layers = decoder_layers
         self.dim_feedforward = dim_feedforward
         self.dropout = dropout
+        self.norm = norm
         self.encoding_dim = encoding_dim
         self.sand_heads = sand_heads
         self.sand_head_dim = sand_head_dim
