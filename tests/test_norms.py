@@ -190,6 +190,26 @@ def test_shared_decoder_queries_match_per_subject_queries_in_training(norm):
         torch.testing.assert_close(a, c, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("norm", NORMS)
+def test_cuda_training_with_amp_per_norm(norm):
+    from fdaimpute.nn import Trainer, predict_curves
+
+    torch.manual_seed(0)
+    model = VTModule(**TINY, norm=norm)
+    data, grid = ragged(n=8), torch.linspace(0, 1, 21)
+    gdata = RaggedTensors(data.times, data.values, data.offsets, device="cuda")
+    trainer = Trainer(
+        model.to("cuda"), grid.cuda(), max_epochs=2, batch_size=4, amp=True
+    )
+    trainer.fit(gdata)
+    assert all(torch.isfinite(torch.tensor(trainer.history["train_loss"])))
+    gpu = predict_curves(model, gdata, grid.cuda())[0].cpu()
+    cpu = predict_curves(model.cpu(), data, grid)[0]
+    torch.testing.assert_close(gpu, cpu, atol=1e-4, rtol=1e-4)
+
+
 # --------------------------------------------------------------------------- #
 # the estimators
 FACTORIES = {
