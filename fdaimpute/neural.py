@@ -94,6 +94,7 @@ class VTImputer(_NeuralImputer):
         decoder_layers=None,
         dim_feedforward=None,
         dropout=None,
+        norm="layer",
         encoding_dim=None,
         max_epochs=None,
         batch_size=None,
@@ -121,6 +122,7 @@ class VTImputer(_NeuralImputer):
         self.decoder_layers = decoder_layers
         self.dim_feedforward = dim_feedforward
         self.dropout = dropout
+        self.norm = norm
         self.encoding_dim = encoding_dim
         self.max_epochs = max_epochs
         self.batch_size = batch_size
@@ -292,6 +294,7 @@ class SANDImputer(_NeuralImputer):
         decoder_layers=None,
         dim_feedforward=None,
         dropout=None,
+        norm="layer",
         encoding_dim=None,
         sand_heads=None,
         sand_head_dim=None,
@@ -325,6 +328,7 @@ class SANDImputer(_NeuralImputer):
         self.decoder_layers = decoder_layers
         self.dim_feedforward = dim_feedforward
         self.dropout = dropout
+        self.norm = norm
         self.encoding_dim = encoding_dim
         self.sand_heads = sand_heads
         self.sand_head_dim = sand_head_dim

@@ -34,6 +34,8 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
     _preset_params = SIZE_PARAMS
     #: Whether the network outputs a derivative (SAND's ``D~``).
     _has_derivative = False
+    #: What models saved before the ``norm`` parameter existed used.
+    norm = "layer"
 
     # ------------------------------------------------------------------ #
     # hooks
@@ -57,6 +59,7 @@ class _NeuralImputer(TorchStatePickling, BaseImputer):
             "dropout": float(cfg["dropout"]),
             "encoding_dim": cfg["encoding_dim"],
             "encoding_scale": float(m - 1),
+            "norm": self.norm,
         }
         return {"kind": "vt", "vt": vt}
 

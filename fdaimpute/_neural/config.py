@@ -126,6 +126,7 @@ VT_CONSTRAINTS = {
     "decoder_layers": _POSITIVE_INT,
     "dim_feedforward": _POSITIVE_INT,
     "dropout": [Interval("real", 0, 1, closed="left"), None],
+    "norm": [Options("layer", "batch", "rms"), None],
     "encoding_dim": [Interval("int", 2), None],
     "max_epochs": _POSITIVE_INT,
     "batch_size": _POSITIVE_INT,

@@ -43,6 +43,13 @@ COMMON_PARAMS_DOC = """
         Hidden width of the feed-forward blocks.
     dropout : float, default=None
         Dropout in the transformer.
+    norm : {"layer", "batch", "rms", None}, default="layer"
+        Normalisation in the transformer's residual blocks (not taken from
+        the preset): ``"layer"`` (LayerNorm), ``"batch"`` (batch
+        normalisation over the real tokens of a batch, running statistics
+        at inference), ``"rms"`` (RMSNorm) or ``None`` (none; a stack
+        without normalisation may need a lower ``lr``). Compared in
+        ``docs/benchmarks.md``.
     encoding_dim : int, default=None
         Features of the sinusoidal time encoding (even).
     max_epochs : int, default=None

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fdaimpute.nn.encoding import SinusoidalEncoding
+from fdaimpute.nn.norms import NORMS, make_norm, takes_mask
 from fdaimpute.nn.output import ModuleOutput
 
 __all__ = ["Attention", "DecoderLayer", "EncoderLayer", "VTModule"]
@@ -79,51 +80,74 @@ def _feed_forward(d_model, dim_feedforward, activation, dropout):
     )
 
 
-class _Block(nn.Module):
-    """A residual sub-layer: pre-norm ``x + f(LN(x))`` or post-norm ``LN(x + f(x))``."""
+def _apply_norm(layer, x, mask):
+    """``layer(x)``, passing the mask of real tokens to layers that take one."""
+    return layer(x, mask) if takes_mask(layer) else layer(x)
 
-    def __init__(self, d_model, dropout, norm_first):
+
+class _Block(nn.Module):
+    """A residual sub-layer: pre-norm ``x + f(N(x))`` or post-norm ``N(x + f(x))``.
+
+    ``mask`` (B, L), True for real tokens, reaches the normalisation ``N``
+    (batch normalisation's statistics skip padding); None: all are real.
+    """
+
+    def __init__(self, d_model, dropout, norm_first, norm="layer"):
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = make_norm(norm, d_model)
         self.drop = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x, f):
+    def forward(self, x, f, mask=None):
         if self.norm_first:
-            return x + self.drop(f(self.norm(x)))
-        return self.norm(x + self.drop(f(x)))
+            return x + self.drop(f(_apply_norm(self.norm, x, mask)))
+        return _apply_norm(self.norm, x + self.drop(f(x)), mask)
 
 
 class EncoderLayer(nn.Module):
     """Self-attention among the observed points, then a feed-forward block."""
 
     def __init__(
-        self, d_model, n_heads, dim_feedforward, dropout, activation, norm_first
+        self,
+        d_model,
+        n_heads,
+        dim_feedforward,
+        dropout,
+        activation,
+        norm_first,
+        norm="layer",
     ):
         super().__init__()
         self.self_attn = Attention(d_model, n_heads, dropout)
         self.ff = _feed_forward(d_model, dim_feedforward, activation, dropout)
-        self.block1 = _Block(d_model, dropout, norm_first)
-        self.block2 = _Block(d_model, dropout, norm_first)
+        self.block1 = _Block(d_model, dropout, norm_first, norm)
+        self.block2 = _Block(d_model, dropout, norm_first, norm)
 
     def forward(self, x, key_mask):
-        x = self.block1(x, lambda h: self.self_attn(h, key_mask=key_mask))
-        return self.block2(x, self.ff)
+        x = self.block1(x, lambda h: self.self_attn(h, key_mask=key_mask), key_mask)
+        return self.block2(x, self.ff, key_mask)
 
 
 class DecoderLayer(nn.Module):
     """Self-attention among grid queries, cross-attention to the observations, FF."""
 
     def __init__(
-        self, d_model, n_heads, dim_feedforward, dropout, activation, norm_first
+        self,
+        d_model,
+        n_heads,
+        dim_feedforward,
+        dropout,
+        activation,
+        norm_first,
+        norm="layer",
     ):
         super().__init__()
         self.self_attn = Attention(d_model, n_heads, dropout)
         self.cross_attn = Attention(d_model, n_heads, dropout)
         self.ff = _feed_forward(d_model, dim_feedforward, activation, dropout)
-        self.block1 = _Block(d_model, dropout, norm_first)
-        self.block2 = _Block(d_model, dropout, norm_first)
-        self.block3 = _Block(d_model, dropout, norm_first)
+        self.block1 = _Block(d_model, dropout, norm_first, norm)
+        self.block2 = _Block(d_model, dropout, norm_first, norm)
+        self.block3 = _Block(d_model, dropout, norm_first, norm)
 
     def forward(self, x, memory, key_mask):
         x = self.block1(x, self.self_attn)
@@ -156,6 +180,12 @@ class VTModule(nn.Module):
     norm_first : bool, default=True
         Pre-norm layers (stable without warm-up); ``False`` gives the
         post-norm layers of the released code.
+    norm : {"layer", "batch", "rms", None}, default="layer"
+        The normalisation in every residual block and after each pre-norm
+        stack: :class:`torch.nn.LayerNorm`, batch normalisation over the
+        real tokens (:class:`~fdaimpute.nn.norms.MaskedBatchNorm`), RMS
+        normalisation, or none (a pre-norm stack without normalisation may
+        need a lower learning rate).
 
     Attributes
     ----------
@@ -173,6 +203,15 @@ class VTModule(nn.Module):
     every subject, so it is computed once per forward pass and shared (except
     when training with dropout, where each subject needs its own masks); the
     result is identical to computing it per subject.
+
+    With ``norm="batch"`` the encoder's statistics are over the tokens the
+    mask lets through: padding, and in training the points hidden from the
+    encoder (whose values must not leak into the visible tokens through
+    the statistics), are left out. The decoder's are over all ``B x M``
+    grid queries; while the first layer shares its queries, the
+    statistics of the ``M`` shared ones are exactly those of their ``B``
+    copies, so sharing changes nothing in training or in the running
+    statistics that eval mode uses.
 
     Examples
     --------
@@ -200,24 +239,36 @@ class VTModule(nn.Module):
         encoding_scale=100.0,
         activation="gelu",
         norm_first=True,
+        norm="layer",
     ):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(
                 f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
             )
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         if decoder_layers < 1:
             raise ValueError("decoder_layers must be >= 1")
         self.dropout = float(dropout)
         self.encoding = SinusoidalEncoding(encoding_dim, encoding_scale)
         self.token_proj = nn.Linear(2 + encoding_dim, d_model)
         self.query_proj = nn.Linear(1 + encoding_dim, d_model)
-        args = (d_model, n_heads, dim_feedforward, dropout, activation, norm_first)
+        args = (
+            d_model,
+            n_heads,
+            dim_feedforward,
+            dropout,
+            activation,
+            norm_first,
+            norm,
+        )
         self.encoder = nn.ModuleList(EncoderLayer(*args) for _ in range(encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(*args) for _ in range(decoder_layers))
         # pre-norm stacks need a last normalisation; post-norm layers end in one
-        self.encoder_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        final = norm if norm_first else None
+        self.encoder_norm = make_norm(final, d_model)
+        self.decoder_norm = make_norm(final, d_model)
         self.head = nn.Linear(d_model, 1)
 
     def embed(self, t, y):
@@ -281,7 +332,7 @@ class VTModule(nn.Module):
             x = layer(x, mask)
             if return_hidden:
                 hidden[f"encoder.{i}"] = x
-        memory = self.encoder_norm(x)
+        memory = _apply_norm(self.encoder_norm, x, mask)
         q = self.queries(grid)
         if self.training and self.dropout > 0:
             # each subject needs its own dropout masks
