@@ -35,6 +35,9 @@ def test_untrained_network_is_the_base(cls, params, data):
     pace = fi.PACEImputer(grid=model.grid_, random_state=params["random_state"])
     expected = pace.fit(data).transform(data)
     np.testing.assert_allclose(model.transform(data), expected, atol=1e-5)
+    # the error model was calibrated before the refit and still answers
+    _, sd = model.transform(data, return_std=True)
+    assert np.isfinite(sd).all() and (sd > 0).all()
     if cls is SANDImputer:
         np.testing.assert_allclose(
             model.derivative(data),
