@@ -157,9 +157,9 @@ def test_error_model_is_fitted_on_the_held_out_subjects_only(sim, monkeypatch):
     seen = {}
     trainer_fit, head_fit = Trainer.fit, uncertainty.fit_error_head
 
-    def spy_trainer(self, train, valid=None, valid_hidden=None):
+    def spy_trainer(self, train, valid=None, *args):
         seen["train"], seen["selection"] = _first_points(train), _first_points(valid)
-        return trainer_fit(self, train, valid, valid_hidden)
+        return trainer_fit(self, train, valid, *args)
 
     def spy_head(module, data, *args, **kwargs):
         seen["calibration"] = _first_points(data)
