@@ -15,6 +15,7 @@ from fdaimpute.smoothing import KERNELS
 __all__ = ["PACEImputer"]
 
 _CHUNK = 20_000  # subjects per block in transform (bounds memory)
+_STD_CHUNK = 2_000  # the same with return_std (per-subject K x K and J x K blocks)
 _POSITIVE = Interval("real", 0, closed="neither")
 _LEGACY_PARAMS = ("kernel", "fdapace_compat", "measurement_error")
 
@@ -84,6 +85,12 @@ default="cv"
         Model additive measurement error: the raw covariances on the
         diagonal are left out of the smoother and ``sigma^2`` is estimated.
         ``False`` smooths all pairs and sets ``sigma^2 = 0``.
+    noise_variance : {"auto", "moment"}, default="auto"
+        How ``sigma^2`` is estimated. ``"moment"``: the moment estimator of
+        the Notes alone. ``"auto"``: when cross-validation runs, the moment
+        estimate is raised to the noise variance that best predicts the
+        held-out points, where that is larger (see Notes); otherwise as
+        ``"moment"``.
     binning : "auto", int or False, default="auto"
         How observation times are binned for the mean and covariance sums
         (memory O(n_bins^2), independent of the number of subjects).
@@ -166,9 +173,24 @@ default="cv"
     near the diagonal (to follow the ridge that rough processes have
     there) blending to linear farther out.
     Predictions for all ``K`` come from one Cholesky factorisation per
-    subject. ``sigma^2`` is the mean squared residual at the observations
-    minus the mean of the smoothed covariance on the diagonal there (a
-    moment estimator consistent with the fitted surface).
+    subject; ``K`` is the smallest whose held-out error is within one
+    standard error (paired, clustered by subject) of the best, which keeps
+    it stable on small data.
+
+    *Noise variance and bands.* ``sigma^2`` is the mean squared residual
+    at the observations minus the mean of the smoothed covariance on the
+    diagonal there (a moment estimator consistent with the fitted
+    surface). On small data the surface can absorb the noise and this
+    estimate collapses towards zero; the predictor then interpolates the
+    noise and its bands shrink to nothing. With ``noise_variance="auto"``
+    the held-out points also choose the predictor's noise variance among
+    the moment estimate and larger values (up to half the raw variance),
+    and the larger wins only if it predicts them better. ``return_std``
+    gives the standard deviation of the curve's error, including the
+    variance of the components beyond ``K`` (the remaining positive
+    eigenvalues of the smoothed surface), which the predictor sets to zero;
+    a band for a new observation adds ``noise_variance_``. With
+    ``fdapace_compat`` the SD is the posterior SD of the ``K`` scores alone.
 
     *Scalability.* The raw covariances are never materialised: each
     subject's residuals are spread onto bins and the pair sums are the
@@ -209,6 +231,7 @@ default="cv"
         "fve_threshold": [Interval("real", 0, 1, closed="right")],
         "max_components": [Interval("int", 1), None],
         "measurement_error": [Boolean()],
+        "noise_variance": [Options("auto", "moment")],
         "binning": [Options("auto", False), Interval("int", 3)],
         "fdapace_compat": [Boolean()],
         "random_state": RANDOM_STATE,
@@ -227,6 +250,7 @@ default="cv"
         fve_threshold=0.99,
         max_components=None,
         measurement_error=True,
+        noise_variance="auto",
         binning="auto",
         fdapace_compat=False,
         random_state=None,
@@ -242,6 +266,7 @@ default="cv"
         self.fve_threshold = fve_threshold
         self.max_components = max_components
         self.measurement_error = measurement_error
+        self.noise_variance = noise_variance
         self.binning = binning
         self.fdapace_compat = fdapace_compat
         self.random_state = random_state
@@ -277,6 +302,7 @@ default="cv"
             fve_threshold=0.99,
             max_components=20,
             measurement_error=True,
+            noise_variance="moment",
             fdapace_compat=True,
         )
         defaults.update(params)
@@ -328,6 +354,7 @@ default="cv"
             fve_threshold=self.fve_threshold,
             max_components=max_k,
             rng=check_random_state(self.random_state),
+            noise_variance=self.noise_variance,
         )
         estimate, model = result.estimate, result.model
         self.n_bins_ = result.n_bins
@@ -356,36 +383,31 @@ default="cv"
 
     # ------------------------------------------------------------------ #
     # imputation hooks
-    def _posterior(self, data, with_cov=False):
+    def _posterior(self, data):
         def scores(part):
             return self._numerics.scores(
-                self._model, part.times, part.values, part.offsets, with_cov
+                self._model, part.times, part.values, part.offsets
             )
 
         with one_blas_thread():
-            if len(data) <= _CHUNK:
-                return scores(data)
             # blocks of subjects keep the per-observation arrays small
-            parts = [
-                scores(data.take(np.arange(i, min(i + _CHUNK, len(data)))))
-                for i in range(0, len(data), _CHUNK)
-            ]
-        if with_cov:
-            return (
-                np.concatenate([p[0] for p in parts]),
-                np.concatenate([p[1] for p in parts]),
-            )
-        return np.concatenate(parts)
+            return np.concatenate([scores(part) for part in _blocks(data, _CHUNK)])
 
     def _transform_grid(self, data, grid, return_std=False):
         numerics, model = self._numerics, self._model
         if not return_std:
             return numerics.curves(model, self._posterior(data), grid)
-        scores, cov = self._posterior(data, with_cov=True)
-        curves = numerics.curves(model, scores, grid)
-        basis = numerics.basis_at(model.eigenfunctions, grid)
-        var = np.einsum("gk,nkl,gl->ng", basis, cov, basis)
-        return curves, np.sqrt(np.clip(var, 0.0, None))
+
+        def error_variance(part):
+            return numerics.error_variance(
+                model, part.times, part.values, part.offsets, grid
+            )
+
+        with one_blas_thread():
+            parts = [error_variance(part) for part in _blocks(data, _STD_CHUNK)]
+        scores = np.concatenate([p[0] for p in parts])
+        var = np.concatenate([p[1] for p in parts])
+        return numerics.curves(model, scores, grid), np.sqrt(np.clip(var, 0.0, None))
 
     def _derivative_grid(self, data, grid):
         return self._numerics.slopes(self._model, self._posterior(data), grid)
@@ -419,6 +441,16 @@ default="cv"
         data = self._check_transform_input(X)
         names = [f"score_{k + 1}" for k in range(self.n_components_)]
         return self._wrap(self._posterior(data), data, columns=names)
+
+
+def _blocks(data, size):
+    """``data`` in blocks of at most ``size`` subjects (itself when it fits)."""
+    if len(data) <= size:
+        return [data]
+    return [
+        data.take(np.arange(i, min(i + size, len(data))))
+        for i in range(0, len(data), size)
+    ]
 
 
 def _is_rule(value, name):

@@ -16,6 +16,7 @@ import numpy as np
 
 from fdaimpute._interpolate import spline_columns
 from fdaimpute._pace.binning import regular_step
+from fdaimpute._pace.heldout import calibrate_bands, noise_floor, one_standard_error_k
 from fdaimpute._pace.scores import cumulative_predictions
 
 HIDE_FRACTION = 0.2
@@ -93,6 +94,7 @@ class _Evaluator:
         self.t_new, self.r_new, self.off_new = val_new
         self.max_k = max_k
         self.cache = {}
+        self.components = {}
         work_grid = numerics.work_grid
         self.work_grid = work_grid
         both = np.clip(
@@ -102,33 +104,88 @@ class _Evaluator:
         n_fit = self.t_fit.size
         self.inv_fit, self.inv_new = inverse[:n_fit], inverse[n_fit:]
 
+    def _components(self, along, across):
+        """``sigma^2``, eigenvalues and the basis at the validation times (cached)."""
+        key = (float(f"{along:.12g}"), float(f"{across:.12g}"))
+        if key not in self.components:
+            self.components.clear()  # the bases are large: keep the latest only
+            num = self.numerics
+            try:
+                cov = num.smooth(self.moments, (along, across), self.smoother)
+                sigma2 = num.noise_variance(self.moments, cov, (along, across))
+                values, phi = num.eigen(cov, self.max_k)
+            except (ValueError, np.linalg.LinAlgError):
+                self.components[key] = None
+                return None
+            at_unique = spline_columns(self.work_grid, phi, self.unique_times)
+            self.components[key] = (
+                sigma2,
+                values[: phi.shape[1]],
+                at_unique[self.inv_fit],
+                at_unique[self.inv_new],
+            )
+        return self.components[key]
+
+    def squared_errors(self, along, across, sigma2=None):
+        """Squared errors of the hidden points for each ``K`` (``inf`` if it fails).
+
+        Parameters
+        ----------
+        along, across : float
+            Covariance bandwidths.
+        sigma2 : float, default=None
+            Noise variance of the predictor (default: the moment estimate
+            of this bandwidth).
+
+        Returns
+        -------
+        ndarray of shape (n_hidden, max_k) or None
+            ``None`` when the covariance cannot be estimated.
+        """
+        parts = self._components(along, across)
+        if parts is None:
+            return None
+        moment, lam, b_fit, b_new = parts
+        s2 = moment if sigma2 is None else sigma2
+        out = np.full((self.t_new.size, self.max_k), np.inf)
+        try:
+            pred = cumulative_predictions(
+                self.r_fit, b_fit, self.off_fit, b_new, self.off_new, lam, s2
+            )
+        except np.linalg.LinAlgError:
+            return out
+        err = (self.r_new[:, None] - pred) ** 2
+        out[:, : lam.size] = np.where(np.isfinite(err), err, np.inf)
+        return out
+
+    def calibrate_bands(self, along, across, sigma2, k):
+        """``(w, tau^2)`` of the bands at ``k`` components (see ``heldout.py``)."""
+        parts = self._components(along, across)
+        if parts is None:
+            return 1.0, 0.0
+        _, lam, b_fit, b_new = parts
+        return calibrate_bands(
+            (self.r_fit, b_fit, self.off_fit),
+            (self.r_new, b_new, self.off_new),
+            lam,
+            sigma2,
+            min(k, lam.size),
+        )
+
+    def moment_noise_variance(self, along, across):
+        """The moment estimate of ``sigma^2`` at these bandwidths (None if it fails)."""
+        parts = self._components(along, across)
+        return None if parts is None else parts[0]
+
     def __call__(self, along, across):
         """Mean squared error of the hidden points for each ``K = 1..max_k``."""
         key = (float(f"{along:.12g}"), float(f"{across:.12g}"))
-        if key in self.cache:
-            return self.cache[key]
-        num = self.numerics
-        try:
-            cov = num.smooth(self.moments, (along, across), self.smoother)
-            sigma2 = num.noise_variance(self.moments, cov, (along, across))
-            values, phi = num.eigen(cov, self.max_k)
-        except (ValueError, np.linalg.LinAlgError):
-            self.cache[key] = np.full(self.max_k, np.inf)
-            return self.cache[key]
-        lam = values[: phi.shape[1]]
-        at_unique = spline_columns(self.work_grid, phi, self.unique_times)
-        b_fit, b_new = at_unique[self.inv_fit], at_unique[self.inv_new]
-        try:
-            pred = cumulative_predictions(
-                self.r_fit, b_fit, self.off_fit, b_new, self.off_new, lam, sigma2
+        if key not in self.cache:
+            err = self.squared_errors(along, across)
+            self.cache[key] = (
+                np.full(self.max_k, np.inf) if err is None else err.mean(axis=0)
             )
-        except np.linalg.LinAlgError:
-            pred = np.full((self.t_new.size, lam.size), np.nan)
-        scores = np.full(self.max_k, np.inf)
-        mse = np.mean((self.r_new[:, None] - pred) ** 2, axis=0)
-        scores[: lam.size] = np.where(np.isfinite(mse), mse, np.inf)
-        self.cache[key] = scores
-        return scores
+        return self.cache[key]
 
 
 def select_by_cv(
@@ -143,6 +200,7 @@ def select_by_cv(
     n_components,
     max_k,
     rng,
+    tune_noise=False,
 ):
     """Choose the covariance bandwidths and/or K by held-out-point CV.
 
@@ -168,13 +226,19 @@ def select_by_cv(
     rng : numpy.random.RandomState
         Randomness of the held-out points (and of the mean-bandwidth folds
         of the estimate without them).
+    tune_noise : bool, default=False
+        Also choose a floor of the noise variance (``results
+        ["noise_variance"]``): a value larger than the moment estimate
+        where that predicts the hidden points better, else half the moment
+        estimate.
 
     Returns
     -------
     bandwidth : tuple of float or the ``bandwidth_cov`` given
         ``(along, across)``, or ``bandwidth_cov`` itself when it is not "cv".
     k : int or None
-        Chosen number of components (``None`` unless ``n_components="cv"``).
+        Chosen number of components (``None`` unless ``n_components="cv"``):
+        the smallest within one standard error of the best.
     results : dict
         Evaluated bandwidths and scores.
     """
@@ -225,8 +289,23 @@ def select_by_cv(
             "cross-validation failed for every candidate bandwidth; the data "
             "are too sparse for a covariance estimate"
         )
-    wants_k = isinstance(n_components, str) and n_components == "cv"
-    k = int(np.argmin(curve)) + 1 if wants_k else None
+    noise, noise_scores = None, None
+    if tune_noise:
+        noise, noise_scores = noise_floor(evaluator, along, across, k_fixed)
+    best_noise = None if noise is None else max(noise, noise_scores[0][0])
+    errors = evaluator.squared_errors(along, across, best_noise)
+    curve = errors.mean(axis=0)
+    k = None
+    if isinstance(n_components, str) and n_components == "cv":
+        k = one_standard_error_k(
+            errors, np.repeat(np.arange(val.size), np.diff(off_new))
+        )
+    k_bands = k or k_fixed
+    bands = None
+    if k_bands is not None:
+        s2 = evaluator.moment_noise_variance(along, across)
+        s2 = s2 if best_noise is None else best_noise
+        bands = evaluator.calibrate_bands(along, across, s2, min(k_bands, max_k))
     tried = sorted(evaluator.cache)
     results = dict(
         bandwidths=np.array(tried),
@@ -235,6 +314,12 @@ def select_by_cv(
         n_subjects=val.size,
         n_hidden=int(hidden.sum()),
     )
+    if bands is not None:
+        results["rest_weight"], results["misfit_variance"] = bands
+    if noise is not None:
+        results["noise_variance"] = noise
+    if tune_noise:
+        results["noise_candidates"], results["noise_scores"] = noise_scores
     return bandwidth, k, results
 
 

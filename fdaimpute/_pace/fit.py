@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from fdaimpute._pace.binning import choose_bins
@@ -63,6 +65,7 @@ def fit_pace(
     fve_threshold,
     max_components,
     rng,
+    noise_variance="moment",
 ):
     """Fit PACE to subjects given as arrays.
 
@@ -82,6 +85,10 @@ def fit_pace(
     rng : numpy.random.RandomState
         One stream for every random choice of the fit (held-out points,
         mean-bandwidth folds), drawn in a fixed order.
+    noise_variance : {"auto", "moment"}, default="moment"
+        ``"auto"``: when cross-validation runs, the moment estimate is
+        raised to the noise variance that best predicts the held-out points
+        if that is larger.
 
     Returns
     -------
@@ -110,6 +117,7 @@ def fit_pace(
             n_components=n_components,
             max_k=max_components,
             rng=rng,
+            tune_noise=noise_variance == "auto" and numerics.measurement_error,
         )
     subject = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
     pooled = numerics.pool(
@@ -118,6 +126,9 @@ def fit_pace(
     if isinstance(h_cov, str):
         h_cov = numerics.cov_bandwidth(h_cov, pooled)
     estimate = numerics.estimate_covariance(pooled, h_cov, max_components)
+    if cv_results is not None and "noise_variance" in cv_results:
+        floor = cv_results["noise_variance"]
+        estimate = replace(estimate, noise_variance=max(estimate.noise_variance, floor))
     loglik_data = None
     if _is_rule(n_components, "aic") or _is_rule(n_components, "bic"):
         resid = values - pooled.mean(times)
@@ -140,6 +151,8 @@ def fit_pace(
         all_eigenvalues=estimate.eigenvalues,
         all_eigenfunctions=estimate.eigenfunctions,
         noise_variance=estimate.noise_variance,
+        rest_weight=(cv_results or {}).get("rest_weight", 1.0),
+        misfit_variance=(cv_results or {}).get("misfit_variance", 0.0),
     )
     return PACEFit(model, estimate, bins.centres.size, cv_results)
 

@@ -29,7 +29,7 @@ from fdaimpute._pace.binning import covariance_moments, regular_step
 from fdaimpute._pace.eigen import eigen_analysis, orient_by_mean, orient_by_peak
 from fdaimpute._pace.noise_variance import fdapace_sigma2, moment_sigma2
 from fdaimpute._pace.result import CovarianceEstimate, MeanCurve, PooledMoments
-from fdaimpute._pace.scores import posterior_scores
+from fdaimpute._pace.scores import posterior_scores, truncated_error_variance
 from fdaimpute._pace.surface import RotatedSmoother, smooth_surface
 
 __all__ = ["DefaultNumerics", "FdapaceNumerics", "MAX_EXACT_TIMES"]
@@ -202,11 +202,8 @@ class _Numerics:
         -------
         ndarray of shape (n_subjects, K), and (n_subjects, K, K) with ``with_cov``
         """
-        resid = values - model.mean(times)
         lam, phi = self._posterior_components(model)
-        uniq, index = np.unique(times, return_inverse=True)
-        if uniq.size > MAX_EXACT_TIMES:
-            uniq, index = times, None
+        resid, uniq, index = self._distinct(model, times, values)
         return posterior_scores(
             resid,
             self.basis_at(phi, uniq),
@@ -217,6 +214,29 @@ class _Numerics:
             with_cov=with_cov,
             time_index=index,
         )
+
+    def error_variance(self, model, times, values, offsets, grid):
+        """Scores and the pointwise variance of the curves' error at ``grid``.
+
+        Here the posterior variance of the model's scores.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_subjects, K)
+        variance : ndarray of shape (n_subjects, n_grid)
+        """
+        scores, cov = self.scores(model, times, values, offsets, with_cov=True)
+        basis = self.basis_at(model.eigenfunctions, grid)
+        return scores, np.einsum("gk,nkl,gl->ng", basis, cov, basis)
+
+    @staticmethod
+    def _distinct(model, times, values):
+        """Residuals, and the distinct times with each one's index (if few)."""
+        resid = values - model.mean(times)
+        uniq, index = np.unique(times, return_inverse=True)
+        if uniq.size > MAX_EXACT_TIMES:
+            uniq, index = times, None
+        return resid, uniq, index
 
 
 class DefaultNumerics(_Numerics):
@@ -283,6 +303,49 @@ class DefaultNumerics(_Numerics):
     def mean_at(self, model, times):
         """The mean at any times."""
         return model.mean(times)
+
+    def error_variance(self, model, times, values, offsets, grid):
+        """Scores and the pointwise variance of the curves' error at ``grid``.
+
+        The components beyond ``K`` (every other positive eigenvalue of the
+        smoothed covariance, weighted by ``model.rest_weight``) are left out
+        of the predictor but not out of the error (see
+        :func:`~fdaimpute._pace.scores.truncated_error_variance`), and the
+        model's own error adds ``model.misfit_variance``.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_subjects, K)
+        variance : ndarray of shape (n_subjects, n_grid)
+        """
+        k = model.n_components
+        rest_lam = model.rest_weight * model.all_eigenvalues[k:]
+        if not rest_lam.size or not model.rest_weight > 0:
+            scores, variance = super().error_variance(
+                model, times, values, offsets, grid
+            )
+            return scores, variance + model.misfit_variance
+        phi, rest_phi = model.eigenfunctions, model.all_eigenfunctions[:, k:]
+        resid, uniq, index = self._distinct(model, times, values)
+        scores, cov, cross = posterior_scores(
+            resid,
+            self.basis_at(phi, uniq),
+            offsets,
+            model.eigenvalues,
+            model.noise_variance,
+            with_cov=True,
+            time_index=index,
+            rest_basis=self.basis_at(rest_phi, uniq),
+        )
+        variance = truncated_error_variance(
+            self.basis_at(phi, grid),
+            self.basis_at(rest_phi, grid),
+            cov,
+            cross,
+            rest_lam,
+        )
+        variance += model.misfit_variance
+        return scores, variance
 
 
 class FdapaceNumerics(_Numerics):

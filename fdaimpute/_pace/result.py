@@ -134,6 +134,11 @@ class PACEModel:
         Their eigenfunctions.
     noise_variance : float
         ``sigma^2``.
+    rest_weight : float, default=1.0
+        Share of the variance of the components beyond ``K`` that the
+        bands carry (chosen on held-out points, see ``_pace/heldout.py``).
+    misfit_variance : float, default=0.0
+        Variance of the model's own error added to the bands (likewise).
     """
 
     mean: MeanCurve
@@ -144,6 +149,8 @@ class PACEModel:
     all_eigenvalues: np.ndarray
     all_eigenfunctions: np.ndarray
     noise_variance: float
+    rest_weight: float = 1.0
+    misfit_variance: float = 0.0
 
     @property
     def n_components(self):

@@ -22,6 +22,7 @@ def posterior_scores(
     with_cov=False,
     time_index=None,
     woodbury=True,
+    rest_basis=None,
 ):
     """Conditional expectation of the scores, batched by number of observations.
 
@@ -53,12 +54,20 @@ def posterior_scores(
         For subjects with more observations than components (and
         ``sigma2 > 0``), solve the ``p x p`` system of the Woodbury identity
         instead of the ``n_i x n_i`` one: faster, equal up to rounding.
+    rest_basis : ndarray of shape (n_obs or n_times, J), default=None
+        With ``with_cov``: further eigenfunctions ``Psi`` (rows as
+        ``basis``) that the predictor leaves out; then also return
+        ``Psi_i^T Sigma_i^{-1} Phi_i Lambda`` for the returned scores, from
+        which :func:`truncated_error_variance` adds what they contribute
+        to the error.
 
     Returns
     -------
     mean : ndarray of shape (n_subjects, n_scores)
     cov : ndarray of shape (n_subjects, n_scores, n_scores)
         Only when ``with_cov``.
+    cross : ndarray of shape (n_subjects, J, n_scores)
+        Only when ``rest_basis`` is given.
     """
     p = lam.size
     q = p if n_scores is None else int(n_scores)
@@ -67,6 +76,9 @@ def posterior_scores(
     cov = np.zeros((n, q, q)) if with_cov else None
     if with_cov:
         cov[:] = np.diag(lam[:q])
+    cross = None
+    if rest_basis is not None:
+        cross = np.zeros((n, rest_basis.shape[1], q))
     full = None
     if time_index is not None:
         full = (basis * lam) @ basis.T
@@ -87,6 +99,10 @@ def posterior_scores(
             mean[rows] = sol[:, :q, 0]
             if with_cov:
                 cov[rows] = sigma2 * sol[:, :q, 1 : q + 1]
+            if cross is not None:
+                # Sigma^-1 Phi Lambda = Phi (Phi^T Phi + sigma2 Lambda^-1)^-1
+                weights = b @ sol[:, :, 1 : q + 1]
+                cross[rows] = np.swapaxes(rest_basis[ti], 1, 2) @ weights
             continue
         if full is None:
             sigma = (b * lam) @ np.swapaxes(b, 1, 2)
@@ -101,9 +117,53 @@ def posterior_scores(
         mean[rows] = np.einsum("gmp,gm->gp", blq, sol[..., 0])
         if with_cov:
             cov[rows] = np.diag(lam[:q]) - np.swapaxes(blq, 1, 2) @ sol[..., 1:]
+        if cross is not None:
+            cross[rows] = np.swapaxes(rest_basis[ti], 1, 2) @ sol[..., 1:]
+    if cross is not None:
+        return mean, cov, cross
     if with_cov:
         return mean, cov
     return mean
+
+
+def truncated_error_variance(basis, rest, cov, cross, rest_lam):
+    """Pointwise error variance of a predictor that leaves components out.
+
+    The curve is ``Phi xi + Psi eta`` with ``Cov(eta) = diag(rest_lam)``,
+    and the scores ``xi`` are predicted from a model without ``eta`` (which
+    is predicted as zero). The prediction error's variance at a time with
+    basis rows ``phi``, ``psi`` is ``phi^T (C + Q^T M Q) phi
+    - 2 phi^T Q^T M psi + psi^T M psi``, with ``C`` the model's posterior
+    covariance of ``xi``, ``M = diag(rest_lam)`` and ``Q = Psi_i^T
+    Sigma_i^{-1} Phi_i Lambda`` (``cross``): the left-out components act as
+    extra noise on the observations, are correlated with the scores'
+    error, and are missing from the curve.
+
+    Parameters
+    ----------
+    basis : ndarray of shape (G, K)
+        The predictor's eigenfunctions at the output times.
+    rest : ndarray of shape (G, J)
+        The left-out eigenfunctions there.
+    cov : ndarray of shape (n, K, K)
+        Posterior covariance of the scores under the predictor's model.
+    cross : ndarray of shape (n, J, K)
+        ``Q`` of each subject (from :func:`posterior_scores`).
+    rest_lam : ndarray of shape (J,)
+        The left-out eigenvalues.
+
+    Returns
+    -------
+    ndarray of shape (n, G)
+    """
+    weighted = cross * rest_lam[:, None]  # M Q
+    inner = cov + np.swapaxes(cross, 1, 2) @ weighted
+    var = np.einsum("gk,nkl,gl->ng", basis, inner, basis)
+    var -= 2.0 * np.einsum(
+        "ngj,gj->ng", np.einsum("gk,njk->ngj", basis, weighted), rest
+    )
+    var += (rest**2) @ rest_lam
+    return var
 
 
 def cumulative_predictions(

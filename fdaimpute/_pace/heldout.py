@@ -1,0 +1,159 @@
+"""Choices made on PACE's held-out points besides the bandwidths.
+
+- ``K``: the smallest within one standard error of the best
+  (:func:`one_standard_error_k`);
+- a floor of the noise variance (:func:`noise_floor`);
+- what the bands carry beyond the posterior variance of the scores
+  (:func:`calibrate_bands`):
+
+The posterior variance of a fitted model's scores treats the estimated
+mean and covariance as the truth. Two things are missing from it:
+
+- the components beyond the ``K`` the predictor keeps: the remaining
+  eigenvalues of the smoothed covariance are partly real variance (which
+  the bands must carry when ``K`` is small) and partly smoothing noise;
+- the error of the estimated model itself, which dominates on small data
+  (with nearly noise-free curves the posterior variance goes to zero with
+  ``K`` observations, while the curve is wrong by the model's error).
+
+The held-out points of cross-validation measure both: the predictive
+variance of a hidden observation is ``A + w B + tau^2 + sigma^2``, with
+``A`` the posterior variance of the ``K``-component curve, ``B`` what the
+left-out components add (:func:`~fdaimpute._pace.scores.
+truncated_error_variance`), ``w`` in ``[0, 1]`` the share of it that is
+real and ``tau^2 >= 0`` the model's own error variance; ``w`` and
+``tau^2`` maximise the Gaussian likelihood of the hidden residuals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+
+from fdaimpute._pace.scores import posterior_scores
+
+NOISE_CANDIDATES = 12
+MOMENT_FLOOR = 0.5
+
+
+def calibrate_bands(visible, hidden, lam, sigma2, k):
+    """The weight ``w`` of the left-out variance and the misfit ``tau^2``.
+
+    Parameters
+    ----------
+    visible : tuple of (resid, basis, offsets)
+        Validation subjects' visible residuals, every component's basis at
+        their times (``(n_visible, p)``) and CSR offsets.
+    hidden : tuple of (resid, basis, offsets)
+        The same for their hidden observations.
+    lam : ndarray of shape (p,)
+        Eigenvalues of the cross-validation surface.
+    sigma2 : float
+        Noise variance of the predictor.
+    k : int
+        Components the predictor keeps.
+
+    Returns
+    -------
+    weight : float
+        ``w`` in ``[0, 1]`` (1 when no component is left out).
+    misfit : float
+        ``tau^2 >= 0``, in squared data units.
+    """
+    r_fit, b_fit, off_fit = visible
+    r_new, b_new, off_new = hidden
+    rest_lam = lam[k:]
+    mean, cov, cross = posterior_scores(
+        r_fit,
+        b_fit[:, :k],
+        off_fit,
+        lam[:k],
+        sigma2,
+        with_cov=True,
+        rest_basis=b_fit[:, k:] if rest_lam.size else np.zeros((b_fit.shape[0], 0)),
+    )
+    owner = np.repeat(np.arange(off_new.size - 1), np.diff(off_new))
+    phi, psi = b_new[:, :k], b_new[:, k:]
+    resid = r_new - np.einsum("hk,hk->h", phi, mean[owner])
+    kept = np.einsum("hk,hkl,hl->h", phi, cov[owner], phi)
+    weighted = cross[owner] * rest_lam[:, None]  # M Q, (h, J, K)
+    left_out = (
+        np.einsum("hk,hjk,hjl,hl->h", phi, cross[owner], weighted, phi)
+        - 2.0 * np.einsum("hk,hjk,hj->h", phi, weighted, psi)
+        + (psi**2) @ rest_lam
+    )
+
+    scale = max(float(np.mean(resid**2)), 1e-300)
+
+    def neg_loglik(params):
+        w, tau2 = params
+        var = np.maximum(kept + w * left_out + tau2 * scale + sigma2, 1e-300)
+        return float(np.mean(np.log(var) + resid**2 / var))
+
+    starts = [(1.0, 0.0), (0.0, 0.0), (0.5, 0.5)]
+    fits = [
+        minimize(neg_loglik, x0, method="L-BFGS-B", bounds=[(0.0, 1.0), (0.0, None)])
+        for x0 in starts
+    ]
+    best = min(fits, key=lambda fit: fit.fun)
+    weight = float(best.x[0]) if rest_lam.size else 1.0
+    return weight, float(best.x[1]) * scale
+
+
+def noise_floor(evaluator, along, across, k_fixed):
+    """The noise variance of the predictor that best predicts the hidden points.
+
+    Candidates are the moment estimate and larger values up to half the raw
+    variance; a larger one wins only if it predicts the hidden points
+    better (at the best ``K``, or at ``k_fixed``).
+
+    Returns
+    -------
+    floor : float
+        The winner if larger than the moment estimate, else
+        ``MOMENT_FLOOR`` times the moment estimate.
+    candidates_and_scores : tuple of ndarray
+    """
+    moment = evaluator.moment_noise_variance(along, across)
+    moments = evaluator.moments
+    raw = moments.diag_total.sum() / max(moments.diag_count.sum(), 1.0)
+    larger = raw * np.geomspace(1e-3, 0.5, NOISE_CANDIDATES)
+    candidates = np.concatenate([[moment], larger[larger > moment]])
+    scores = np.empty(candidates.size)
+    for j, s2 in enumerate(candidates):
+        by_k = evaluator.squared_errors(along, across, s2).mean(axis=0)
+        scores[j] = by_k[min(k_fixed, by_k.size) - 1] if k_fixed else by_k.min()
+    best = int(np.argmin(scores))
+    # The moment estimates of the visible points and of all the data differ
+    # by sampling; the floor only catches a collapse of the latter.
+    floor = candidates[best] if best else MOMENT_FLOOR * moment
+    return float(floor), (candidates, scores)
+
+
+def one_standard_error_k(errors, owner):
+    """The smallest ``K`` within one standard error of the best held-out score.
+
+    The standard error is that of the paired difference to the best ``K``,
+    clustered by subject (a subject's hidden points share its scores).
+
+    Parameters
+    ----------
+    errors : ndarray of shape (n_hidden, max_k)
+        Squared errors of the hidden points for each ``K`` (``inf`` where
+        ``K`` is not available).
+    owner : ndarray of int of shape (n_hidden,)
+        Validation subject of each hidden point.
+
+    Returns
+    -------
+    int
+    """
+    mse = errors.mean(axis=0)
+    best = int(np.argmin(mse))
+    n_subjects = owner.max() + 1
+    per_subject = np.zeros((n_subjects, errors.shape[1]))
+    np.add.at(per_subject, owner, np.where(np.isfinite(errors), errors, 0.0))
+    diff = per_subject - per_subject[:, [best]]
+    se = np.sqrt(n_subjects) * diff.std(axis=0, ddof=1) / errors.shape[0]
+    within = np.isfinite(mse) & (mse - mse[best] <= se)
+    return int(np.flatnonzero(within)[0]) + 1

@@ -1,0 +1,152 @@
+"""PACE's bands: left-out components, the noise-variance floor, small data."""
+
+import numpy as np
+import pytest
+
+import fdaimpute as fi
+from fdaimpute._pace.heldout import calibrate_bands, one_standard_error_k
+from fdaimpute._pace.scores import posterior_scores, truncated_error_variance
+from fdaimpute.simulate import BasisProcess, sample
+
+
+def _legendre(t):
+    u = 2 * np.asarray(t, dtype=float) - 1
+    return np.column_stack(
+        [
+            np.ones_like(u),
+            np.sqrt(3) * u,
+            np.sqrt(5) * (1.5 * u**2 - 0.5),
+            np.sqrt(7) * (2.5 * u**3 - 1.5 * u),
+        ]
+    )
+
+
+def test_truncated_error_variance_matches_the_joint_gaussian():
+    # Predict X(t) with K of p components; the error variance from the full
+    # joint covariance of (X(t), y) must equal the formula's.
+    rng = np.random.default_rng(0)
+    lam_all, k, sigma2 = np.array([2.0, 1.0, 0.5, 0.3]), 2, 0.1
+    t_obs = np.array([0.1, 0.35, 0.6, 0.9])
+    grid = np.linspace(0, 1, 7)
+    b_obs, b_grid = _legendre(t_obs), _legendre(grid)
+    y = rng.normal(size=t_obs.size)
+    _, cov, cross = posterior_scores(
+        y,
+        b_obs[:, :k],
+        np.array([0, t_obs.size]),
+        lam_all[:k],
+        sigma2,
+        with_cov=True,
+        rest_basis=b_obs[:, k:],
+    )
+    ours = truncated_error_variance(
+        b_grid[:, :k], b_grid[:, k:], cov, cross, lam_all[k:]
+    )[0]
+    # direct: weights of the K-component predictor, error under the full model
+    sigma_k = (b_obs[:, :k] * lam_all[:k]) @ b_obs[:, :k].T + sigma2 * np.eye(4)
+    weights = np.linalg.solve(sigma_k, b_obs[:, :k] * lam_all[:k]) @ b_grid[:, :k].T
+    cov_y = (b_obs * lam_all) @ b_obs.T + sigma2 * np.eye(4)
+    cov_xy = (b_grid * lam_all) @ b_obs.T
+    var_x = (b_grid**2) @ lam_all
+    direct = (
+        var_x
+        - 2 * np.einsum("gm,mg->g", cov_xy, weights)
+        + np.einsum("mg,mn,ng->g", weights, cov_y, weights)
+    )
+    np.testing.assert_allclose(ours, direct, rtol=1e-10)
+    # and it exceeds the K-component posterior variance alone
+    assert np.all(ours > np.einsum("gk,kl,gl->g", b_grid[:, :k], cov[0], b_grid[:, :k]))
+
+
+def test_woodbury_and_direct_paths_agree_on_the_cross_term():
+    rng = np.random.default_rng(1)
+    t = np.sort(rng.random(9))
+    b = _legendre(t)
+    args = (rng.normal(size=9), b[:, :2], np.array([0, 9]), np.array([1.5, 0.4]), 0.2)
+    kw = dict(with_cov=True, rest_basis=b[:, 2:])
+    fast = posterior_scores(*args, **kw)
+    slow = posterior_scores(*args, woodbury=False, **kw)
+    for a, c in zip(fast, slow):
+        np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-12)
+
+
+def test_calibrate_bands_recovers_a_missing_variance():
+    # Hidden residuals with variance 0.5 beyond what the model claims:
+    # the likelihood puts it in the misfit term.
+    rng = np.random.default_rng(2)
+    n, lam = 400, np.array([1.0])
+    t_fit = rng.random(3 * n)
+    t_new = rng.random(n)
+    basis = lambda t: np.ones((t.size, 1))  # noqa: E731  (a random intercept)
+    xi = rng.normal(size=n)
+    r_fit = np.repeat(xi, 3) + rng.normal(scale=0.3, size=3 * n)
+    r_new = xi + rng.normal(scale=np.sqrt(0.09 + 0.5), size=n)
+    offsets = np.arange(0, 3 * n + 1, 3)
+    weight, misfit = calibrate_bands(
+        (r_fit, basis(t_fit), offsets),
+        (r_new, basis(t_new), np.arange(n + 1)),
+        lam,
+        0.09,
+        1,
+    )
+    assert weight == 1.0  # nothing left out
+    assert 0.35 < misfit < 0.7
+
+
+def test_one_standard_error_rule_prefers_the_smaller_k_within_noise():
+    rng = np.random.default_rng(3)
+    owner = np.repeat(np.arange(200), 2)
+    base = rng.exponential(size=400)
+    # K=2 is clearly better than K=1; K=3 is better than K=2 only by noise
+    errors = np.column_stack(
+        [base + 1.0, base, base - 0.0001 + 0.01 * rng.normal(size=400)]
+    )
+    assert one_standard_error_k(errors, owner) == 2
+    errors[:, 2] -= 0.5  # now K=3 is far better
+    assert one_standard_error_k(errors, owner) == 3
+
+
+def _growth_process():
+    """Heights-like curves: a trend, four smooth components, almost no noise."""
+    return BasisProcess(
+        lambda t: 80 + 90 * t - 20 * t**2,
+        _legendre,
+        [36.0, 9.0, 2.0, 0.5],
+        noise_sd=0.05,
+    )
+
+
+@pytest.mark.parametrize("noise_variance", ["auto", "moment"])
+def test_bands_cover_on_small_nearly_noise_free_data(noise_variance):
+    # Issue 17's case: 90 subjects, 4-7 visits. Before the misfit term the
+    # posterior SD went to ~0 with K observations and covered 1-10 %.
+    covered = []
+    for seed in range(4):
+        sim = sample(
+            _growth_process(),
+            590,
+            "4-7",
+            random_state=seed,
+            split=(90 / 590, 0, 500 / 590),
+        )
+        est = fi.PACEImputer(random_state=seed, noise_variance=noise_variance)
+        curves, sd = est.fit(sim.train.data).transform(sim.test.data, return_std=True)
+        covered.append(np.mean(np.abs(curves - sim.test.truth) <= 1.96 * sd))
+    assert np.mean(covered) >= 0.85 and min(covered) >= 0.75
+
+
+def test_noise_floor_keeps_the_moment_estimate_where_it_is_right():
+    process = BasisProcess(
+        lambda t: 0 * t, _legendre, [1.0, 0.5, 0.2, 0.1], noise_sd=0.3
+    )
+    sim = sample(process, 800, "5-10", random_state=4, split=(1.0, 0.0, 0.0))
+    auto = fi.PACEImputer(random_state=0).fit(sim.train.data)
+    moment = fi.PACEImputer(random_state=0, noise_variance="moment").fit(sim.train.data)
+    assert auto.noise_variance_ == pytest.approx(moment.noise_variance_)
+    assert 0.6 * 0.09 < auto.noise_variance_ < 1.6 * 0.09
+    assert "noise_candidates" in auto.cv_results_
+    assert "noise_candidates" not in moment.cv_results_
+
+
+def test_fdapace_reproduction_keeps_the_moment_estimate():
+    assert fi.PACEImputer.fdapace().noise_variance == "moment"
