@@ -19,6 +19,7 @@ Usage::
 
     python benchmarks/bench_calibration.py --datasets framingham --sizes 90
     python benchmarks/bench_calibration.py --save-rows a.json
+    python benchmarks/bench_calibration.py --splits 2 --first-split 5 --save-rows b.json
     python benchmarks/bench_calibration.py --load-rows a.json b.json --write
 """
 
@@ -222,6 +223,7 @@ def main(argv=None):
     parser.add_argument("--sizes", nargs="+", default=["90", "250", "all"])
     parser.add_argument("--max-subjects", dest="max_subjects", type=int, default=1000)
     parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--first-split", dest="first_split", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
@@ -251,7 +253,7 @@ def main(argv=None):
         for name in args.datasets:
             data = DATASETS[name]()
             for size in args.sizes:
-                for split in range(args.splits):
+                for split in range(args.first_split, args.first_split + args.splits):
                     rows += one_split(name, data, size, split, args)
                 print(markdown_table(summarize(rows), COLUMNS), flush=True)
         runs = [
@@ -269,7 +271,11 @@ def main(argv=None):
     unique = {}
     for r in (r for run in runs for r in run["rows"]):
         unique[r["data"], r["n"], r["method"], r["split"]] = r
-    rows = list(unique.values())
+    order = {k: i for i, k in enumerate([*DATASETS, *METHODS])}
+    rows = sorted(
+        unique.values(),
+        key=lambda r: (order.get(r["data"], 99), r["n"], order.get(r["method"], 99)),
+    )
     table = markdown_table(summarize(rows), COLUMNS)
     cap = max(run.get("max_subjects", args.max_subjects) for run in runs)
     note = (
