@@ -133,7 +133,12 @@ default="cv"
     eigenfunctions_ : ndarray of shape (n_work_grid, n_components_)
         Eigenfunctions on ``work_grid_``, normalised to unit L2 norm.
     noise_variance_ : float
-        Estimated measurement-error variance ``sigma^2``.
+        Estimated measurement-error variance ``sigma^2`` (what a new
+        observation adds to the curve's variance).
+    predictor_noise_variance_ : float
+        The noise variance in the scores' conditional expectation
+        (``Sigma_i``): ``noise_variance_``, or larger where the held-out
+        points showed that a larger one predicts better (see Notes).
     n_components_ : int
         Number of components used.
     fve_ : ndarray of shape (n_components_,)
@@ -183,13 +188,17 @@ default="cv"
     surface). On small data the surface can absorb the noise and this
     estimate collapses towards zero; the predictor then interpolates the
     noise and its bands shrink to nothing. With ``noise_variance="auto"``
-    the held-out points also choose the predictor's noise variance among
-    the moment estimate and larger values (up to half the raw variance),
-    and the larger wins only if it predicts them better. ``return_std``
+    the held-out points also choose the predictor's noise variance
+    (``predictor_noise_variance_``) among the moment estimate and larger
+    values (up to half the raw variance), a larger one winning only if it
+    predicts them better, and ``noise_variance_`` is at least half the
+    moment estimate on the held-out fit. ``return_std``
     gives the standard deviation of the curve's error, including the
     variance of the components beyond ``K`` (the remaining positive
-    eigenvalues of the smoothed surface), which the predictor sets to zero;
-    a band for a new observation adds ``noise_variance_``. With
+    eigenvalues of the smoothed surface), which the predictor sets to zero,
+    and of the model's own error; the held-out points weigh both (see
+    ``fdaimpute/_pace/heldout.py``). A band for a new observation adds
+    ``noise_variance_``. With
     ``fdapace_compat`` the SD is the posterior SD of the ``K`` scores alone.
 
     *Scalability.* The raw covariances are never materialised: each
@@ -363,7 +372,12 @@ default="cv"
         self.bandwidth_cov_ = estimate.bandwidth
         self.covariance_ = estimate.covariance
         self.mean_work_ = model.mean_work
-        self.noise_variance_ = model.noise_variance
+        self.predictor_noise_variance_ = model.noise_variance
+        self.noise_variance_ = (
+            model.noise_variance
+            if model.observation_noise is None
+            else model.observation_noise
+        )
         self.n_components_ = model.n_components
         self.eigenvalues_ = model.eigenvalues
         self.eigenfunctions_ = model.eigenfunctions
@@ -375,6 +389,10 @@ default="cv"
 
     def __setstate__(self, state):
         super().__setstate__(state)
+        # pickled before the noise floor: fitted as "moment" would fit
+        self.__dict__.setdefault("noise_variance", "moment")
+        if "noise_variance_" in self.__dict__:
+            self.__dict__.setdefault("predictor_noise_variance_", self.noise_variance_)
         if "_w1" in self.__dict__:  # pickled before PACEModel existed
             params = {k: getattr(self, k) for k in _LEGACY_PARAMS}
             self._numerics, self._model = _fit.model_from_pickled_state(

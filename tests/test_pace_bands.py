@@ -132,7 +132,15 @@ def test_bands_cover_on_small_nearly_noise_free_data(noise_variance):
         est = fi.PACEImputer(random_state=seed, noise_variance=noise_variance)
         curves, sd = est.fit(sim.train.data).transform(sim.test.data, return_std=True)
         covered.append(np.mean(np.abs(curves - sim.test.truth) <= 1.96 * sd))
-    assert np.mean(covered) >= 0.85 and min(covered) >= 0.75
+    assert np.mean(covered) >= 0.90 and min(covered) >= 0.85
+
+
+def test_predictor_noise_is_never_below_the_measurement_noise():
+    sim = sample(_growth_process(), 90, "4-7", random_state=9, split=(1.0, 0.0, 0.0))
+    est = fi.PACEImputer(random_state=9).fit(sim.train.data)
+    assert est.predictor_noise_variance_ >= est.noise_variance_ > 0
+    floors = est.cv_results_["noise_variance"], est.cv_results_["noise_floor"]
+    assert est.predictor_noise_variance_ >= max(floors)
 
 
 def test_noise_floor_keeps_the_moment_estimate_where_it_is_right():
@@ -143,6 +151,7 @@ def test_noise_floor_keeps_the_moment_estimate_where_it_is_right():
     auto = fi.PACEImputer(random_state=0).fit(sim.train.data)
     moment = fi.PACEImputer(random_state=0, noise_variance="moment").fit(sim.train.data)
     assert auto.noise_variance_ == pytest.approx(moment.noise_variance_)
+    assert auto.predictor_noise_variance_ == pytest.approx(auto.noise_variance_)
     assert 0.6 * 0.09 < auto.noise_variance_ < 1.6 * 0.09
     assert "noise_candidates" in auto.cv_results_
     assert "noise_candidates" not in moment.cv_results_

@@ -158,7 +158,7 @@ class _Evaluator:
         out[:, : lam.size] = np.where(np.isfinite(err), err, np.inf)
         return out
 
-    def calibrate_bands(self, along, across, sigma2, k):
+    def calibrate_bands(self, along, across, sigma2, k, observation_noise=None):
         """``(w, tau^2)`` of the bands at ``k`` components (see ``heldout.py``)."""
         parts = self._components(along, across)
         if parts is None:
@@ -170,6 +170,7 @@ class _Evaluator:
             lam,
             sigma2,
             min(k, lam.size),
+            observation_noise,
         )
 
     def moment_noise_variance(self, along, across):
@@ -227,10 +228,9 @@ def select_by_cv(
         Randomness of the held-out points (and of the mean-bandwidth folds
         of the estimate without them).
     tune_noise : bool, default=False
-        Also choose a floor of the noise variance (``results
-        ["noise_variance"]``): a value larger than the moment estimate
-        where that predicts the hidden points better, else half the moment
-        estimate.
+        Also choose floors of the predictor's noise variance (``results
+        ["noise_variance"]``) and of the measurement noise (``results
+        ["noise_floor"]``); see :func:`~fdaimpute._pace.heldout.noise_floor`.
 
     Returns
     -------
@@ -289,23 +289,23 @@ def select_by_cv(
             "cross-validation failed for every candidate bandwidth; the data "
             "are too sparse for a covariance estimate"
         )
-    noise, noise_scores = None, None
+    noise, obs_floor, noise_scores = None, None, None
     if tune_noise:
-        noise, noise_scores = noise_floor(evaluator, along, across, k_fixed)
-    best_noise = None if noise is None else max(noise, noise_scores[0][0])
-    errors = evaluator.squared_errors(along, across, best_noise)
+        noise, obs_floor, noise_scores = noise_floor(evaluator, along, across, k_fixed)
+    moment = evaluator.moment_noise_variance(along, across)
+    predictor_noise = moment if noise is None else max(noise, moment)
+    errors = evaluator.squared_errors(along, across, predictor_noise)
     curve = errors.mean(axis=0)
     k = None
     if isinstance(n_components, str) and n_components == "cv":
-        k = one_standard_error_k(
-            errors, np.repeat(np.arange(val.size), np.diff(off_new))
-        )
+        owner = np.repeat(np.arange(val.size), np.diff(off_new))
+        k = one_standard_error_k(errors, owner)
     k_bands = k or k_fixed
     bands = None
     if k_bands is not None:
-        s2 = evaluator.moment_noise_variance(along, across)
-        s2 = s2 if best_noise is None else best_noise
-        bands = evaluator.calibrate_bands(along, across, s2, min(k_bands, max_k))
+        bands = evaluator.calibrate_bands(
+            along, across, predictor_noise, min(k_bands, max_k), moment
+        )
     tried = sorted(evaluator.cache)
     results = dict(
         bandwidths=np.array(tried),
@@ -316,9 +316,8 @@ def select_by_cv(
     )
     if bands is not None:
         results["rest_weight"], results["misfit_variance"] = bands
-    if noise is not None:
-        results["noise_variance"] = noise
     if tune_noise:
+        results["noise_variance"], results["noise_floor"] = noise, obs_floor
         results["noise_candidates"], results["noise_scores"] = noise_scores
     return bandwidth, k, results
 

@@ -86,9 +86,10 @@ def fit_pace(
         One stream for every random choice of the fit (held-out points,
         mean-bandwidth folds), drawn in a fixed order.
     noise_variance : {"auto", "moment"}, default="moment"
-        ``"auto"``: when cross-validation runs, the moment estimate is
-        raised to the noise variance that best predicts the held-out points
-        if that is larger.
+        ``"auto"``: when cross-validation runs, the predictor's noise
+        variance is raised to the value that best predicts the held-out
+        points if that is larger, and the measurement-noise estimate is
+        floored (:func:`~fdaimpute._pace.heldout.noise_floor`).
 
     Returns
     -------
@@ -126,9 +127,11 @@ def fit_pace(
     if isinstance(h_cov, str):
         h_cov = numerics.cov_bandwidth(h_cov, pooled)
     estimate = numerics.estimate_covariance(pooled, h_cov, max_components)
+    observation_noise = estimate.noise_variance
     if cv_results is not None and "noise_variance" in cv_results:
-        floor = cv_results["noise_variance"]
-        estimate = replace(estimate, noise_variance=max(estimate.noise_variance, floor))
+        observation_noise = max(observation_noise, cv_results["noise_floor"])
+        predictor_noise = max(observation_noise, cv_results["noise_variance"])
+        estimate = replace(estimate, noise_variance=predictor_noise)
     loglik_data = None
     if _is_rule(n_components, "aic") or _is_rule(n_components, "bic"):
         resid = values - pooled.mean(times)
@@ -151,6 +154,7 @@ def fit_pace(
         all_eigenvalues=estimate.eigenvalues,
         all_eigenfunctions=estimate.eigenfunctions,
         noise_variance=estimate.noise_variance,
+        observation_noise=observation_noise,
         rest_weight=(cv_results or {}).get("rest_weight", 1.0),
         misfit_variance=(cv_results or {}).get("misfit_variance", 0.0),
     )

@@ -36,7 +36,7 @@ NOISE_CANDIDATES = 12
 MOMENT_FLOOR = 0.5
 
 
-def calibrate_bands(visible, hidden, lam, sigma2, k):
+def calibrate_bands(visible, hidden, lam, sigma2, k, observation_noise=None):
     """The weight ``w`` of the left-out variance and the misfit ``tau^2``.
 
     Parameters
@@ -52,6 +52,11 @@ def calibrate_bands(visible, hidden, lam, sigma2, k):
         Noise variance of the predictor.
     k : int
         Components the predictor keeps.
+    observation_noise : float, default=None
+        Variance of the measurement noise of a hidden observation (default
+        ``sigma2``). Where the predictor's noise variance was raised by
+        :func:`noise_floor` above the measurement noise, the difference is
+        the model's error and belongs to ``tau^2``.
 
     Returns
     -------
@@ -84,10 +89,11 @@ def calibrate_bands(visible, hidden, lam, sigma2, k):
     )
 
     scale = max(float(np.mean(resid**2)), 1e-300)
+    noise = sigma2 if observation_noise is None else observation_noise
 
     def neg_loglik(params):
         w, tau2 = params
-        var = np.maximum(kept + w * left_out + tau2 * scale + sigma2, 1e-300)
+        var = np.maximum(kept + w * left_out + tau2 * scale + noise, 1e-300)
         return float(np.mean(np.log(var) + resid**2 / var))
 
     starts = [(1.0, 0.0), (0.0, 0.0), (0.5, 0.5)]
@@ -109,9 +115,15 @@ def noise_floor(evaluator, along, across, k_fixed):
 
     Returns
     -------
-    floor : float
+    predictor_floor : float
         The winner if larger than the moment estimate, else
-        ``MOMENT_FLOOR`` times the moment estimate.
+        ``MOMENT_FLOOR`` times the moment estimate: a floor of the noise
+        variance the predictor uses (it regularises the scores).
+    noise_floor : float
+        ``MOMENT_FLOOR`` times the moment estimate: a floor of the
+        measurement-noise variance (the moment estimates of the visible
+        points and of all the data differ by sampling; the floor only
+        catches a collapse of the latter).
     candidates_and_scores : tuple of ndarray
     """
     moment = evaluator.moment_noise_variance(along, across)
@@ -124,10 +136,12 @@ def noise_floor(evaluator, along, across, k_fixed):
         by_k = evaluator.squared_errors(along, across, s2).mean(axis=0)
         scores[j] = by_k[min(k_fixed, by_k.size) - 1] if k_fixed else by_k.min()
     best = int(np.argmin(scores))
-    # The moment estimates of the visible points and of all the data differ
-    # by sampling; the floor only catches a collapse of the latter.
-    floor = candidates[best] if best else MOMENT_FLOOR * moment
-    return float(floor), (candidates, scores)
+    floor = MOMENT_FLOOR * moment
+    return (
+        float(candidates[best] if best else floor),
+        float(floor),
+        (candidates, scores),
+    )
 
 
 def one_standard_error_k(errors, owner):

@@ -133,7 +133,11 @@ class PACEModel:
     all_eigenfunctions : ndarray of shape (G, p)
         Their eigenfunctions.
     noise_variance : float
-        ``sigma^2``.
+        ``sigma^2`` of the predictor (``Sigma_i``).
+    observation_noise : float or None, default=None
+        The measurement-noise variance a new observation adds to the curve
+        (``None``: ``noise_variance``). Smaller than ``noise_variance``
+        where the held-out points raised the predictor's.
     rest_weight : float, default=1.0
         Share of the variance of the components beyond ``K`` that the
         bands carry (chosen on held-out points, see ``_pace/heldout.py``).
@@ -149,6 +153,7 @@ class PACEModel:
     all_eigenvalues: np.ndarray
     all_eigenfunctions: np.ndarray
     noise_variance: float
+    observation_noise: float | None = None
     rest_weight: float = 1.0
     misfit_variance: float = 0.0
 
