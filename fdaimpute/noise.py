@@ -18,13 +18,11 @@ import numpy as np
 
 from fdaimpute._validation import as_irregular
 
-__all__ = ["noise_variance"]
+__all__ = ["difference_estimate", "noise_variance"]
 
 
-def _neighbour_pairs(data, max_lag):
+def _neighbour_pairs(t, y, subject, max_lag):
     """Lags ``h`` and half squared differences of pairs ``k <= max_lag`` apart."""
-    t, y = data.times, data.values
-    subject = data.subject_index
     lags, halves = [], []
     for k in range(1, max_lag + 1):
         same = subject[k:] == subject[:-k]
@@ -89,7 +87,38 @@ def noise_variance(X, *, max_lag=3, share=0.2, min_pairs=50):
         raise ValueError(f"max_lag must be a positive integer, got {max_lag!r}")
     if not 0.0 < share <= 1.0:
         raise ValueError(f"share must be in (0, 1], got {share!r}")
-    lag, half = _neighbour_pairs(data, int(max_lag))
+    return difference_estimate(
+        data.times,
+        data.values,
+        data.subject_index,
+        max_lag=int(max_lag),
+        share=share,
+        min_pairs=min_pairs,
+    )
+
+
+def difference_estimate(times, values, subject, *, max_lag=3, share=0.2, min_pairs=50):
+    """:func:`noise_variance` of observations given as arrays.
+
+    Parameters
+    ----------
+    times, values : ndarray of shape (n_obs,)
+        Observations, grouped by subject and sorted by time within each.
+    subject : ndarray of int of shape (n_obs,)
+        Subject of each observation.
+    max_lag, share, min_pairs
+        As in :func:`noise_variance`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        When fewer than ``min_pairs`` within-subject pairs exist.
+    """
+    lag, half = _neighbour_pairs(times, values, subject, max_lag)
     if lag.size < min_pairs:
         raise ValueError(
             f"estimating the noise variance needs at least {min_pairs} pairs of "

@@ -134,7 +134,7 @@ default="cv"
         Eigenfunctions on ``work_grid_``, normalised to unit L2 norm.
     noise_variance_ : float
         Estimated measurement-error variance ``sigma^2`` (what a new
-        observation adds to the curve's variance).
+        observation adds to the curve's variance; see Notes).
     predictor_noise_variance_ : float
         The noise variance in the scores' conditional expectation
         (``Sigma_i``): ``noise_variance_``, or larger where the held-out
@@ -191,8 +191,11 @@ default="cv"
     the held-out points also choose the predictor's noise variance
     (``predictor_noise_variance_``) among the moment estimate and larger
     values (up to half the raw variance), a larger one winning only if it
-    predicts them better, and ``noise_variance_`` is at least half the
-    moment estimate on the held-out fit. ``return_std``
+    predicts them better. ``noise_variance_`` is at least half the moment
+    estimate on the held-out fit, and at most the difference-based
+    estimate of :func:`fdaimpute.noise.noise_variance`, where that is
+    smaller: on a rough process the moment estimate also counts variance
+    of the curve finer than the smoothed surface. ``return_std``
     gives the standard deviation of the curve's error, including the
     variance of the components beyond ``K`` (the remaining positive
     eigenvalues of the smoothed surface), which the predictor sets to zero,

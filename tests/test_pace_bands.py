@@ -157,5 +157,18 @@ def test_noise_floor_keeps_the_moment_estimate_where_it_is_right():
     assert "noise_candidates" not in moment.cv_results_
 
 
+def test_curve_bands_carry_variance_too_fine_for_the_covariance():
+    # 20 harmonics: the smoothed surface misses the finest, the moment
+    # estimate books them as noise (1.6x the truth), the curve bands must not
+    sim = fi.simulate.sand_paper(n=800, n_obs=30, random_state=0, split=(0.75, 0, 0.25))
+    est = fi.PACEImputer(random_state=0).fit(sim.train.data)
+    curves, sd = est.transform(sim.test.data, return_std=True)
+    coverage = np.mean(np.abs(curves - sim.test.truth) <= 1.96 * sd)
+    assert 0.93 <= coverage <= 0.97
+    truth = sim.process.noise_sd**2
+    assert 0.8 * truth < est.noise_variance_ < 1.25 * truth
+    assert est.predictor_noise_variance_ > 1.3 * truth
+
+
 def test_fdapace_reproduction_keeps_the_moment_estimate():
     assert fi.PACEImputer.fdapace().noise_variance == "moment"

@@ -202,6 +202,7 @@ def select_by_cv(
     max_k,
     rng,
     tune_noise=False,
+    difference_noise=None,
 ):
     """Choose the covariance bandwidths and/or K by held-out-point CV.
 
@@ -231,6 +232,13 @@ def select_by_cv(
         Also choose floors of the predictor's noise variance (``results
         ["noise_variance"]``) and of the measurement noise (``results
         ["noise_floor"]``); see :func:`~fdaimpute._pace.heldout.noise_floor`.
+    difference_noise : float, default=None
+        The difference-based estimate of the measurement noise
+        (:func:`fdaimpute.noise.difference_estimate`). With ``tune_noise``
+        the band calibration takes the hidden points' noise as the smaller
+        of it and the moment estimate (not below the floor): what the
+        moment estimate adds is variance of the curve too fine for the
+        smoothed covariance, and the bands of the curve must carry it.
 
     Returns
     -------
@@ -303,8 +311,11 @@ def select_by_cv(
     k_bands = k or k_fixed
     bands = None
     if k_bands is not None:
+        observed = moment
+        if tune_noise and difference_noise is not None:
+            observed = min(moment, max(difference_noise, obs_floor))
         bands = evaluator.calibrate_bands(
-            along, across, predictor_noise, min(k_bands, max_k), moment
+            along, across, predictor_noise, min(k_bands, max_k), observed
         )
     tried = sorted(evaluator.cache)
     results = dict(

@@ -11,6 +11,7 @@ from fdaimpute._pace.cv import select_by_cv
 from fdaimpute._pace.eigen import choose_n_components
 from fdaimpute._pace.numerics import DefaultNumerics, FdapaceNumerics
 from fdaimpute._pace.result import MeanCurve, PACEFit, PACEModel
+from fdaimpute.noise import difference_estimate
 
 
 def numerics_class(fdapace_compat):
@@ -88,8 +89,11 @@ def fit_pace(
     noise_variance : {"auto", "moment"}, default="moment"
         ``"auto"``: when cross-validation runs, the predictor's noise
         variance is raised to the value that best predicts the held-out
-        points if that is larger, and the measurement-noise estimate is
-        floored (:func:`~fdaimpute._pace.heldout.noise_floor`).
+        points if that is larger; the measurement-noise estimate is
+        floored (:func:`~fdaimpute._pace.heldout.noise_floor`) and lowered
+        to the difference-based estimate where that is smaller (the gap is
+        curve variance finer than the smoothed covariance, which the bands
+        then carry).
 
     Returns
     -------
@@ -105,6 +109,9 @@ def fit_pace(
         max_exact=numerics.max_exact_bins,
     )
     numerics.check_bins(bins)
+    subject = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    tune_noise = noise_variance == "auto" and numerics.measurement_error
+    difference_noise = _difference_noise(times, values, subject) if tune_noise else None
     h_cov, k_cv, cv_results = bandwidth_cov, None, None
     if _is_rule(bandwidth_cov, "cv") or _is_rule(n_components, "cv"):
         h_cov, k_cv, cv_results = select_by_cv(
@@ -118,9 +125,9 @@ def fit_pace(
             n_components=n_components,
             max_k=max_components,
             rng=rng,
-            tune_noise=noise_variance == "auto" and numerics.measurement_error,
+            tune_noise=tune_noise,
+            difference_noise=difference_noise,
         )
-    subject = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
     pooled = numerics.pool(
         times, values, subject, offsets.size - 1, bins, bandwidth_mean, rng
     )
@@ -129,9 +136,12 @@ def fit_pace(
     estimate = numerics.estimate_covariance(pooled, h_cov, max_components)
     observation_noise = estimate.noise_variance
     if cv_results is not None and "noise_variance" in cv_results:
-        observation_noise = max(observation_noise, cv_results["noise_floor"])
+        floor = cv_results["noise_floor"]
+        observation_noise = max(observation_noise, floor)
         predictor_noise = max(observation_noise, cv_results["noise_variance"])
         estimate = replace(estimate, noise_variance=predictor_noise)
+        if difference_noise is not None:
+            observation_noise = min(observation_noise, max(difference_noise, floor))
     loglik_data = None
     if _is_rule(n_components, "aic") or _is_rule(n_components, "bic"):
         resid = values - pooled.mean(times)
@@ -204,3 +214,11 @@ def model_from_pickled_state(state, params):
         noise_variance=state["noise_variance_"],
     )
     return numerics, model
+
+
+def _difference_noise(times, values, subject):
+    """The difference-based noise estimate, or None with too few pairs."""
+    try:
+        return difference_estimate(times, values, subject)
+    except ValueError:
+        return None
