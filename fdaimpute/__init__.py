@@ -4,7 +4,16 @@ Scikit-learn estimators that turn subjects observed a few times each into
 smooth curves on a grid, with derivatives and uncertainty.
 """
 
-from fdaimpute import datasets, metrics, noise, oracle, plotting, simulate, tuning
+from fdaimpute import (
+    chunks,
+    datasets,
+    metrics,
+    noise,
+    oracle,
+    plotting,
+    simulate,
+    tuning,
+)
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.kernel import KernelImputer
@@ -22,6 +31,7 @@ __all__ = [
     "PACEImputer",
     "SANDImputer",
     "VTImputer",
+    "chunks",
     "datasets",
     "metrics",
     "noise",

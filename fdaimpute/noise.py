@@ -21,7 +21,7 @@ from fdaimpute._validation import as_irregular
 __all__ = ["difference_estimate", "noise_variance"]
 
 
-def _neighbour_pairs(t, y, subject, max_lag):
+def neighbour_pairs(t, y, subject, max_lag):
     """Lags ``h`` and half squared differences of pairs ``k <= max_lag`` apart."""
     lags, halves = [], []
     for k in range(1, max_lag + 1):
@@ -118,22 +118,55 @@ def difference_estimate(times, values, subject, *, max_lag=3, share=0.2, min_pai
     ValueError
         When fewer than ``min_pairs`` within-subject pairs exist.
     """
-    lag, half = _neighbour_pairs(times, values, subject, max_lag)
-    if lag.size < min_pairs:
+    lag, half = neighbour_pairs(times, values, subject, max_lag)
+    keep = n_kept(lag.size, share, min_pairs)
+    width = np.partition(lag, keep - 1)[keep - 1] if keep < lag.size else lag.max()
+    kept = lag <= width
+    return intercept_from_sums(power_sums(lag[kept], half[kept]), width)
+
+
+def n_kept(n_pairs, share, min_pairs):
+    """How many of the shortest pairs the fit uses (raises with too few pairs)."""
+    if n_pairs < min_pairs:
         raise ValueError(
             f"estimating the noise variance needs at least {min_pairs} pairs of "
-            f"observations within subjects; these data have {lag.size}"
+            f"observations within subjects; these data have {n_pairs}"
         )
-    keep = max(int(min_pairs), int(np.ceil(share * lag.size)))
-    order = np.argpartition(lag, keep - 1)[:keep] if keep < lag.size else None
-    if order is not None:
-        lag, half = lag[order], half[order]
-    width = lag.max()
+    return min(n_pairs, max(int(min_pairs), int(np.ceil(share * n_pairs))))
+
+
+def power_sums(lag, half):
+    """The sums the weighted fit needs, and the shortest lag.
+
+    Returns
+    -------
+    ndarray of shape (8,)
+        ``sum h^0, h^2, h^4, h^6``, ``sum g h^0, g h^2, g h^4`` (``g`` the
+        half squared differences) and ``min h``.
+    """
+    h2 = lag * lag
+    powers = np.stack([np.ones_like(h2), h2, h2 * h2, h2 * h2 * h2])
+    return np.concatenate(
+        [powers.sum(axis=1), powers[:3] @ half, [lag.min(initial=np.inf)]]
+    )
+
+
+def intercept_from_sums(sums, width):
+    """The intercept of the fit from :func:`power_sums` of the pairs it uses.
+
+    Every pair not longer than ``width`` takes part (ties included, so the
+    estimate does not depend on the order of the pairs), weighted by
+    ``1 - (h / (1.001 width))^2``.
+    """
+    n, g = sums[0], sums[4]
     if width <= 0:
-        return float(half.mean())
-    # the furthest pair gets a small weight rather than none
-    weight = 1.0 - (lag / (width * 1.001)) ** 2
-    design = np.column_stack([np.ones_like(lag), lag**2])
-    sw = np.sqrt(weight)
-    coef = np.linalg.lstsq(design * sw[:, None], half * sw, rcond=None)[0]
+        return float(g / n)
+    if sums[7] >= width:  # one lag only: the shortest (minimum-norm) solution
+        return float(max(g / n / (1.0 + width**4), 0.0))
+    scale = (1.001 * width) ** 2
+    u = sums[:4] / scale ** np.arange(4)  # sums of (h^2 / scale)^p
+    gu = sums[4:7] / scale ** np.arange(3)
+    normal = np.array([[u[0] - u[1], u[1] - u[2]], [u[1] - u[2], u[2] - u[3]]])
+    rhs = np.array([gu[0] - gu[1], gu[1] - gu[2]])
+    coef = np.linalg.solve(normal, rhs)
     return float(max(coef[0], 0.0))

@@ -7,8 +7,17 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._linalg import one_blas_thread
+from fdaimpute._pace import chunked as _chunked
 from fdaimpute._pace import fit as _fit
-from fdaimpute._params import RANDOM_STATE, Boolean, Interval, Options, Pair
+from fdaimpute._params import (
+    RANDOM_STATE,
+    Boolean,
+    Interval,
+    Options,
+    Pair,
+    validate_params,
+)
+from fdaimpute._validation import check_times_in_range, resolve_grid
 from fdaimpute.base import BaseImputer
 from fdaimpute.smoothing import KERNELS
 
@@ -18,6 +27,14 @@ _CHUNK = 20_000  # subjects per block in transform (bounds memory)
 _STD_CHUNK = 2_000  # the same with return_std (per-subject K x K and J x K blocks)
 _POSITIVE = Interval("real", 0, closed="neither")
 _LEGACY_PARAMS = ("kernel", "fdapace_compat", "measurement_error")
+_CHUNK_OPTIONS = (
+    "binning",
+    "bandwidth_mean",
+    "bandwidth_cov",
+    "n_components",
+    "fve_threshold",
+    "noise_variance",
+)
 
 
 class PACEImputer(BaseImputer):
@@ -346,14 +363,8 @@ default="cv"
 
     def _fit_single_thread(self, data):
         self._check_combination()
-        numerics_class = _fit.numerics_class(self.fdapace_compat)
-        cap = self.max_components
-        cap = numerics_class.component_cap if cap is None else int(cap)
-        max_k = max(1, min(cap, self.n_work_grid - 2, max(1, len(data) - 2)))
+        numerics, max_k = self._numerics_for(len(data))
         _fit.check_training_data(data.times, data.values, data.n_obs)
-        lo, hi = self.time_range_
-        self.work_grid_ = np.linspace(lo, hi, self.n_work_grid)
-        numerics = numerics_class(self.kernel, self.work_grid_, self.measurement_error)
         result = _fit.fit_pace(
             data.times,
             data.values,
@@ -368,6 +379,21 @@ default="cv"
             rng=check_random_state(self.random_state),
             noise_variance=self.noise_variance,
         )
+        return self._store(result, numerics)
+
+    def _numerics_for(self, n_subjects):
+        """The numerics on the work grid over ``time_range_``, and K's cap."""
+        numerics_class = _fit.numerics_class(self.fdapace_compat)
+        cap = self.max_components
+        cap = numerics_class.component_cap if cap is None else int(cap)
+        max_k = max(1, min(cap, self.n_work_grid - 2, max(1, n_subjects - 2)))
+        lo, hi = self.time_range_
+        self.work_grid_ = np.linspace(lo, hi, self.n_work_grid)
+        numerics = numerics_class(self.kernel, self.work_grid_, self.measurement_error)
+        return numerics, max_k
+
+    def _store(self, result, numerics):
+        """Set the fitted attributes from a PACEFit."""
         estimate, model = result.estimate, result.model
         self.n_bins_ = result.n_bins
         self.cv_results_ = result.cv_results
@@ -389,6 +415,83 @@ default="cv"
         scores = np.zeros((1, model.n_components))
         self.mean_ = numerics.curves(model, scores, self.grid_)[0]
         return self
+
+    def fit_chunks(self, chunks):
+        """Fit on data read in chunks of whole subjects, never all in memory.
+
+        The chunks are read three times (see :mod:`fdaimpute.chunks` and
+        ``docs/pace.md``); the model is the one :meth:`fit` gives on all the
+        subjects in the order read, up to rounding. The rules that need all
+        observations at once (``bandwidth_mean="cv"``,
+        ``bandwidth_cov="gcv"``, ``n_components="aic"`` or ``"bic"``) are
+        refused.
+
+        Parameters
+        ----------
+        chunks : list, CSVChunks or callable
+            The chunks - each an IrregularData or a long DataFrame, with
+            subject ids unique across chunks - as a list, a
+            :class:`fdaimpute.chunks.CSVChunks`, or a function returning a
+            new iterator over them at each call.
+
+        Returns
+        -------
+        self : PACEImputer
+            The fitted imputer.
+
+        Raises
+        ------
+        ValueError
+            With no data, a subject in two chunks, or a refused rule.
+        TypeError
+            When ``chunks`` can be read only once (an iterator).
+
+        Examples
+        --------
+        >>> import fdaimpute as fi
+        >>> from fdaimpute.pace import PACEImputer
+        >>> sim = fi.simulate.sand_paper(n=400, n_obs="8-12", random_state=0)
+        >>> data = sim.train.data
+        >>> parts = [data[:100], data[100:250], data[250:]]
+        >>> whole = PACEImputer(random_state=0).fit(data)
+        >>> chunked = PACEImputer(random_state=0).fit_chunks(parts)
+        >>> bool(abs(whole.eigenvalues_ - chunked.eigenvalues_).max() < 1e-10)
+        True
+        """
+        try:
+            validate_params(self)
+            extrapolate = self._extrapolation()
+            self._check_combination()
+            _chunked.check_options(self.get_params())
+            read = _chunked.reader(chunks)
+            for attr in ("n_features_in_", "feature_names_in_", "dense_times_"):
+                self.__dict__.pop(attr, None)
+            numerics_class = _fit.numerics_class(self.fdapace_compat)
+            found = _chunked.survey(read, self._distinct_to_track(numerics_class))
+            _chunked.check_survey(found)
+            self.time_range_ = found.time_range
+            self.grid_ = resolve_grid(self.grid, self.time_range_, None)
+            check_times_in_range(self.grid_, self.time_range_, extrapolate)
+            self.n_subjects_fit_ = found.n_subjects
+            numerics, max_k = self._numerics_for(found.n_subjects)
+            options = {k: getattr(self, k) for k in _CHUNK_OPTIONS}
+            options["max_components"] = max_k
+            rng = check_random_state(self.random_state)
+            with one_blas_thread():
+                result = _chunked.fit_chunks(read, found, numerics, options, rng)
+            self._store(result, numerics)
+        except BaseException:
+            self._clear_fitted()
+            raise
+        return self
+
+    def _distinct_to_track(self, numerics_class):
+        """Distinct times the choice of bins needs to see (None: all)."""
+        if self.binning is False:
+            return None
+        return max(
+            3, 2 * (self.n_work_grid - 1) + 1, numerics_class.max_exact_bins or 0
+        )
 
     def __setstate__(self, state):
         super().__setstate__(state)

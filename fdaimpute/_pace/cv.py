@@ -39,9 +39,9 @@ def hide_points(offsets, rng, max_subjects=MAX_SUBJECTS, fraction=HIDE_FRACTION)
     -------
     val : ndarray of int
         Validation subjects (sorted), each with at least two observations.
-    hidden : ndarray of bool of shape (n_obs,)
-        The hidden observations (at least one per validation subject, and
-        each keeps at least one).
+    hidden : ndarray of int
+        Positions of the hidden observations, increasing (at least one per
+        validation subject, and each keeps at least one).
     """
     counts = np.diff(offsets)
     eligible = np.flatnonzero(counts >= 2)
@@ -55,12 +55,10 @@ def hide_points(offsets, rng, max_subjects=MAX_SUBJECTS, fraction=HIDE_FRACTION)
     rank = np.empty(owner.size, dtype=np.int64)
     rank[order] = local
     obs = np.repeat(offsets[val], m) + local
-    hidden = np.zeros(offsets[-1], dtype=bool)
-    hidden[obs[rank < n_hide[owner]]] = True
-    return val, hidden
+    return val, obs[rank < n_hide[owner]]
 
 
-def _ragged(mask, offsets, val):
+def ragged_subset(mask, offsets, val):
     """Offsets and flat indices of the ``mask`` observations of subjects ``val``."""
     per = np.add.reduceat(mask.astype(np.int64), offsets[:-1])
     per = np.where(np.diff(offsets) > 0, per, 0)[val]
@@ -253,7 +251,9 @@ def select_by_cv(
     n_subjects = offsets.size - 1
     counts = np.diff(offsets)
     subject = np.repeat(np.arange(n_subjects), counts)
-    val, hidden = hide_points(offsets, rng, n_validation(counts, max_k))
+    val, hidden_at = hide_points(offsets, rng, n_validation(counts, max_k))
+    hidden = np.zeros(offsets[-1], dtype=bool)
+    hidden[hidden_at] = True
     visible = ~hidden
     pooled = numerics.pool(
         times[visible],
@@ -265,15 +265,54 @@ def select_by_cv(
         rng,
     )
     resid_all = values - bins.interpolate(pooled.mean_at_bins)
-    off_fit, idx_fit = _ragged(visible, offsets, val)
-    off_new, idx_new = _ragged(hidden, offsets, val)
-    evaluator = _Evaluator(
+    off_fit, idx_fit = ragged_subset(visible, offsets, val)
+    off_new, idx_new = ragged_subset(hidden, offsets, val)
+    return select_on_heldout(
         numerics,
-        pooled.moments,
+        pooled,
         (times[idx_fit], resid_all[idx_fit], off_fit),
         (times[idx_new], resid_all[idx_new], off_new),
-        max_k,
+        bandwidth_cov=bandwidth_cov,
+        n_components=n_components,
+        max_k=max_k,
+        tune_noise=tune_noise,
+        difference_noise=difference_noise,
     )
+
+
+def select_on_heldout(
+    numerics,
+    pooled,
+    val_fit,
+    val_new,
+    *,
+    bandwidth_cov,
+    n_components,
+    max_k,
+    tune_noise=False,
+    difference_noise=None,
+):
+    """:func:`select_by_cv` once the held-out points are set apart.
+
+    Parameters
+    ----------
+    numerics : DefaultNumerics or FdapaceNumerics
+        The numerics of the fit.
+    pooled : PooledMoments
+        Mean and binned raw covariances of the visible observations.
+    val_fit, val_new : tuple of (times, resid, offsets)
+        The validation subjects' visible and hidden observations, with
+        residuals from the visible mean.
+    bandwidth_cov, n_components, max_k, tune_noise, difference_noise
+        As in :func:`select_by_cv`.
+
+    Returns
+    -------
+    bandwidth, k, results
+        As :func:`select_by_cv`.
+    """
+    evaluator = _Evaluator(numerics, pooled.moments, val_fit, val_new, max_k)
+    n_val, n_hidden = val_fit[2].size - 1, val_new[0].size
     k_fixed = int(n_components) if isinstance(n_components, numbers.Integral) else None
 
     def score(along, across):
@@ -284,7 +323,10 @@ def select_by_cv(
 
     if isinstance(bandwidth_cov, str) and bandwidth_cov == "cv":
         along, across = _search(
-            score, bins, numerics.work_grid, float(pooled.moments.count.sum())
+            score,
+            pooled.bins.centres,
+            numerics.work_grid,
+            float(pooled.moments.count.sum()),
         )
         bandwidth = (along, across)
     else:
@@ -306,7 +348,7 @@ def select_by_cv(
     curve = errors.mean(axis=0)
     k = None
     if isinstance(n_components, str) and n_components == "cv":
-        owner = np.repeat(np.arange(val.size), np.diff(off_new))
+        owner = np.repeat(np.arange(n_val), np.diff(val_new[2]))
         k = one_standard_error_k(errors, owner)
     k_bands = k or k_fixed
     bands = None
@@ -322,8 +364,8 @@ def select_by_cv(
         bandwidths=np.array(tried),
         scores=np.array([np.min(evaluator.cache[t]) for t in tried]),
         scores_by_k=curve,
-        n_subjects=val.size,
-        n_hidden=int(hidden.sum()),
+        n_subjects=n_val,
+        n_hidden=n_hidden,
     )
     if bands is not None:
         results["rest_weight"], results["misfit_variance"] = bands
@@ -333,7 +375,7 @@ def select_by_cv(
     return bandwidth, k, results
 
 
-def _search(score, bins, work_grid, n_pairs):
+def _search(score, centres, work_grid, n_pairs):
     """Coordinate search in log-bandwidths, from isotropic to anisotropic.
 
     1. isotropic sweep (7 bandwidths, from the smallest with about 20 raw
@@ -343,7 +385,7 @@ def _search(score, bins, work_grid, n_pairs):
        while it improves the score.
     """
     span = work_grid[-1] - work_grid[0]
-    step = regular_step(bins.centres) or np.max(np.diff(bins.centres))
+    step = regular_step(centres) or np.max(np.diff(centres))
     h_min = max(0.7 * step, span * 1e-3)
     h_max = span
     h_dense = span * np.sqrt(20.0 / (2 * np.pi * max(n_pairs, 1.0)))

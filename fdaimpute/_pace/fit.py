@@ -131,6 +131,57 @@ def fit_pace(
     pooled = numerics.pool(
         times, values, subject, offsets.size - 1, bins, bandwidth_mean, rng
     )
+    loglik_data = None
+    if _is_rule(n_components, "aic") or _is_rule(n_components, "bic"):
+        loglik_data = (times, values, offsets)
+    return finish_fit(
+        numerics,
+        pooled,
+        (h_cov, k_cv, cv_results),
+        difference_noise,
+        n_components=n_components,
+        fve_threshold=fve_threshold,
+        max_components=max_components,
+        loglik_data=loglik_data,
+    )
+
+
+def finish_fit(
+    numerics,
+    pooled,
+    choice,
+    difference_noise,
+    *,
+    n_components,
+    fve_threshold,
+    max_components,
+    loglik_data=None,
+):
+    """The steps of a fit after the moments and the cross-validation.
+
+    Parameters
+    ----------
+    numerics : DefaultNumerics or FdapaceNumerics
+        The numerics of the fit.
+    pooled : PooledMoments
+        Mean and binned raw covariances of all training observations.
+    choice : tuple
+        ``(bandwidth_cov, k, cv_results)``: the covariance bandwidth (or its
+        rule), the ``K`` chosen by cross-validation (or None) and the
+        cross-validation results (or None).
+    difference_noise : float or None
+        The difference-based noise estimate (with ``noise_variance="auto"``).
+    n_components, fve_threshold, max_components
+        As in :func:`fit_pace`.
+    loglik_data : tuple, default=None
+        ``(times, values, offsets)`` of the training data, for
+        ``n_components="aic"`` or ``"bic"``.
+
+    Returns
+    -------
+    PACEFit
+    """
+    h_cov, k_cv, cv_results = choice
     if isinstance(h_cov, str):
         h_cov = numerics.cov_bandwidth(h_cov, pooled)
     estimate = numerics.estimate_covariance(pooled, h_cov, max_components)
@@ -142,22 +193,23 @@ def fit_pace(
         estimate = replace(estimate, noise_variance=predictor_noise)
         if difference_noise is not None:
             observation_noise = min(observation_noise, max(difference_noise, floor))
-    loglik_data = None
-    if _is_rule(n_components, "aic") or _is_rule(n_components, "bic"):
+    loglik = None
+    if loglik_data is not None:
+        times, values, offsets = loglik_data
         resid = values - pooled.mean(times)
         basis = numerics.basis_at(estimate.eigenfunctions, times)
-        loglik_data = (resid, basis, offsets, estimate.noise_variance)
+        loglik = (resid, basis, offsets, estimate.noise_variance)
     k = choose_n_components(
         n_components,
         estimate.eigenvalues,
         estimate.fve,
         k_cv=k_cv,
         fve_threshold=fve_threshold,
-        loglik_data=loglik_data,
+        loglik_data=loglik,
     )
     model = PACEModel(
         mean=pooled.mean,
-        work_grid=work_grid,
+        work_grid=numerics.work_grid,
         mean_work=estimate.mean_work,
         eigenvalues=estimate.eigenvalues[:k].copy(),
         eigenfunctions=estimate.eigenfunctions[:, :k].copy(),
@@ -168,7 +220,7 @@ def fit_pace(
         rest_weight=(cv_results or {}).get("rest_weight", 1.0),
         misfit_variance=(cv_results or {}).get("misfit_variance", 0.0),
     )
-    return PACEFit(model, estimate, bins.centres.size, cv_results)
+    return PACEFit(model, estimate, pooled.bins.centres.size, cv_results)
 
 
 def _is_rule(value, name):

@@ -1,0 +1,108 @@
+"""Long CSV files read in chunks of whole subjects.
+
+:class:`CSVChunks` reads a long table (one row per observation) a block of
+rows at a time and yields :class:`~fdaimpute.data.IrregularData` chunks in
+which no subject is split: the rows of the last subject of a block are held
+back and joined to the next block. It can be read again and again, which is
+what :meth:`fdaimpute.pace.PACEImputer.fit_chunks` needs, and each chunk can
+also be passed to ``transform`` to impute a large file piece by piece.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fdaimpute._frames import require_pandas
+from fdaimpute.data import IrregularData
+
+__all__ = ["CSVChunks"]
+
+
+class CSVChunks:
+    """A long CSV file as chunks of whole subjects, sorted by subject id.
+
+    The rows must be sorted by subject id (increasing, as
+    ``sort -t, -k1,1`` or ``DataFrame.sort_values`` sorts them, so that each
+    subject's rows are contiguous); within a subject any order. A file
+    that breaks this raises a :class:`ValueError` naming the subject.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    id, time, value : str, default="id", "time", "value"
+        Column names.
+    chunksize : int, default=1_000_000
+        Rows read at a time (a chunk holds about that many, plus the rows of
+        the subject that straddles the block's end).
+    **kwargs
+        Passed to :func:`pandas.read_csv` (not ``chunksize`` or ``usecols``).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import pandas as pd
+    >>> from fdaimpute.chunks import CSVChunks
+    >>> path = os.path.join(tempfile.mkdtemp(), "obs.csv")
+    >>> pd.DataFrame({"id": [1, 1, 1, 2, 2, 3], "time": [0, 1, 2, 0, 2, 1],
+    ...               "value": [0.5, 1.0, 0.7, 0.2, 0.3, 0.9]}).to_csv(path)
+    >>> [chunk.ids.tolist() for chunk in CSVChunks(path, chunksize=2)]
+    [[1], [2], [3]]
+    """
+
+    def __init__(
+        self, path, id="id", time="time", value="value", chunksize=1_000_000, **kwargs
+    ):
+        if not (isinstance(chunksize, (int, np.integer)) and chunksize >= 1):
+            raise ValueError(f"chunksize must be a positive integer, got {chunksize!r}")
+        for name in ("chunksize", "usecols", "iterator"):
+            if name in kwargs:
+                raise TypeError(f"CSVChunks sets {name} itself; do not pass it")
+        self.path = path
+        self.columns = (id, time, value)
+        self.chunksize = int(chunksize)
+        self.kwargs = kwargs
+
+    def __iter__(self):
+        """Yield IrregularData chunks of whole subjects, in file order."""
+        pd = require_pandas("CSVChunks")
+        id_col = self.columns[0]
+        reader = pd.read_csv(
+            self.path,
+            usecols=list(self.columns),
+            chunksize=self.chunksize,
+            **self.kwargs,
+        )
+        held = None
+        with reader:
+            for block in reader:
+                if held is not None:
+                    block = pd.concat([held, block], ignore_index=True)
+                ids = block[id_col]
+                _check_sorted(ids)
+                last = ids.iloc[-1]
+                tail = (ids == last).to_numpy()
+                held = block[tail]
+                if not tail.all():
+                    yield self._data(block[~tail])
+        if held is not None and len(held):
+            yield self._data(held)
+
+    def _data(self, frame):
+        return IrregularData.from_long(frame, *self.columns)
+
+
+def _check_sorted(ids):
+    """Raise unless ``ids`` (a Series) are non-decreasing."""
+    if ids.is_monotonic_increasing:
+        return
+    values = ids.to_numpy()
+    try:
+        where = np.flatnonzero(values[1:] < values[:-1])[0] + 1
+    except TypeError:  # labels of mixed types do not compare
+        where = 0
+    raise ValueError(
+        f"the rows are not sorted by subject id (subject {values[where]!r} "
+        f"comes after {values[max(where - 1, 0)]!r}); CSVChunks needs the rows "
+        "sorted by id so that each subject's rows are contiguous"
+    )

@@ -1,0 +1,230 @@
+"""PACE fitted from chunks of subjects: the same model as the whole fit."""
+
+import copy
+
+import numpy as np
+import pytest
+
+import fdaimpute as fi
+from fdaimpute import IrregularData
+from fdaimpute.chunks import CSVChunks
+from fdaimpute.noise import difference_estimate
+from fdaimpute.pace import PACEImputer
+
+TOL = 1e-10
+FITTED = (
+    "mean_",
+    "mean_work_",
+    "covariance_",
+    "eigenvalues_",
+    "eigenfunctions_",
+    "fve_",
+    "noise_variance_",
+    "predictor_noise_variance_",
+    "bandwidth_mean_",
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    sim = fi.simulate.sand_paper(n=300, n_obs="2-10", random_state=3)
+    return sim.train.data
+
+
+@pytest.fixture(scope="module")
+def grid_data():
+    """Subjects on a regular grid of 21 times: many tied lags and exact bins."""
+    rng = np.random.default_rng(1)
+    grid = np.linspace(0, 1, 21)
+    times, values = [], []
+    for _ in range(200):
+        t = np.sort(rng.choice(grid, rng.integers(3, 9), replace=False))
+        a, b = rng.normal(size=2)
+        times.append(t)
+        values.append(a + b * np.sin(3 * t) + 0.3 * rng.normal(size=t.size))
+    return IrregularData.from_lists(times, values, ids=np.arange(200) * 7)
+
+
+def _cuts(data, sizes):
+    """Chunks of these sizes, and the rest."""
+    edges = np.concatenate([[0], np.cumsum(sizes, dtype=int), [len(data)]])
+    return [data[int(a) : int(b)] for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _assert_same(a, b, tol=TOL):
+    for name in FITTED:
+        np.testing.assert_allclose(
+            getattr(a, name), getattr(b, name), rtol=0, atol=tol, err_msg=name
+        )
+    assert a.n_components_ == b.n_components_
+    np.testing.assert_allclose(a.bandwidth_cov_, b.bandwidth_cov_, rtol=1e-12)
+    assert a.time_range_ == b.time_range_
+    assert a.n_bins_ == b.n_bins_
+
+
+CHUNKINGS = [(), (1,), (135,), (7, 93, 13)]
+
+
+@pytest.mark.parametrize("sizes", CHUNKINGS)
+def test_default_fit_from_chunks_equals_whole_fit(data, sizes):
+    """Cross-validated bandwidths, K, noise floor and bands: all as the whole fit."""
+    whole = PACEImputer(random_state=0).fit(data)
+    chunked = PACEImputer(random_state=0).fit_chunks(_cuts(data, sizes))
+    _assert_same(whole, chunked)
+    np.testing.assert_allclose(
+        whole.cv_results_["scores"], chunked.cv_results_["scores"], atol=TOL
+    )
+    assert whole.cv_results_["n_hidden"] == chunked.cv_results_["n_hidden"]
+    curves_w, std_w = whole.transform(data[:40], return_std=True)
+    curves_c, std_c = chunked.transform(data[:40], return_std=True)
+    np.testing.assert_allclose(curves_w, curves_c, rtol=0, atol=TOL)
+    np.testing.assert_allclose(std_w, std_c, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("sizes", [(), (2,), (100, 11)])
+def test_fdapace_fit_from_chunks_equals_whole_fit(data, sizes):
+    whole = PACEImputer.fdapace().fit(data)
+    chunked = PACEImputer.fdapace().fit_chunks(_cuts(data, sizes))
+    _assert_same(whole, chunked)
+    np.testing.assert_allclose(
+        whole.transform(data), chunked.transform(data), rtol=0, atol=TOL
+    )
+
+
+def test_exact_bins_and_tied_lags_match(grid_data):
+    """Regular times: exact bins, and the noise estimate's ties at the cut."""
+    est = PACEImputer(random_state=2, n_work_grid=21)
+    whole = copy.deepcopy(est).fit(grid_data)
+    chunked = copy.deepcopy(est).fit_chunks(_cuts(grid_data, (3, 120)))
+    assert whole.n_bins_ == 21
+    _assert_same(whole, chunked)
+
+
+def test_order_of_chunks_does_not_matter_without_cv(data):
+    """Fixed choices: every sum is order-free, so any chunk order gives the fit."""
+    est = PACEImputer(bandwidth_cov=(0.3, 0.08), n_components=4, random_state=0)
+    parts = _cuts(data, (40, 200))
+    forward = copy.deepcopy(est).fit_chunks(parts)
+    backward = copy.deepcopy(est).fit_chunks(parts[::-1])
+    _assert_same(forward, backward)
+    _assert_same(forward, copy.deepcopy(est).fit(data))
+
+
+def test_cv_draws_follow_the_order_read(data):
+    """With CV the held-out points are drawn by position, as fit draws them."""
+    parts = _cuts(data, (100, 50))
+    order = [2, 0, 1]
+    chunked = PACEImputer(random_state=5).fit_chunks([parts[i] for i in order])
+    whole = PACEImputer(random_state=5).fit(
+        IrregularData.concat([parts[i] for i in order])
+    )
+    _assert_same(whole, chunked)
+
+
+def test_callable_source_is_read_again(data):
+    parts = _cuts(data, (120,))
+    calls = []
+
+    def read():
+        calls.append(1)
+        return iter(parts)
+
+    fitted = PACEImputer(random_state=0).fit_chunks(read)
+    assert len(calls) == 3
+    _assert_same(fitted, PACEImputer(random_state=0).fit(data))
+
+
+def test_subject_in_two_chunks_is_named(data):
+    first, second = data[:10], data[10:20]
+    ids = second.ids.copy()
+    ids[3] = first.ids[5]
+    clash = IrregularData(second.times, second.values, second.offsets, ids=ids)
+    with pytest.raises(ValueError, match=f"subject {first.ids[5]}.*more than one"):
+        PACEImputer().fit_chunks([first, clash, data[20:]])
+
+
+def test_bad_sources_are_refused(data):
+    est = PACEImputer()
+    with pytest.raises(ValueError, match="no data"):
+        est.fit_chunks([])
+    with pytest.raises(ValueError, match="no data"):
+        est.fit_chunks([data[:0], data[:0]])
+    with pytest.raises(TypeError, match="iterator"):
+        est.fit_chunks(iter([data]))
+    with pytest.raises(TypeError, match="not one data set"):
+        est.fit_chunks(data)
+    with pytest.raises(TypeError, match="chunk 1"):
+        est.fit_chunks([data[:10], 3.5])
+    with pytest.raises(ValueError, match="single observation"):
+        est.fit_chunks([_singles(data)[:100], _singles(data)[100:]])
+
+
+def _singles(data):
+    """One observation of each subject."""
+    first = data.offsets[:-1]
+    return IrregularData(
+        data.times[first], data.values[first], np.arange(len(data) + 1), ids=data.ids
+    )
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"bandwidth_mean": "cv"},
+        {"bandwidth_cov": "gcv"},
+        {"n_components": "bic"},
+    ],
+)
+def test_rules_needing_all_points_are_refused(data, params):
+    est = PACEImputer(**params)
+    with pytest.raises(ValueError, match="not available with fit_chunks"):
+        est.fit_chunks([data])
+    assert not hasattr(est, "grid_")
+
+
+def test_failed_chunked_fit_leaves_estimator_unfitted(data):
+    est = PACEImputer(random_state=0).fit(data)
+    with pytest.raises(ValueError, match="more than one chunk"):
+        est.fit_chunks([data, data])
+    assert not hasattr(est, "eigenvalues_")
+
+
+def test_difference_estimate_ignores_the_order_of_tied_pairs(grid_data):
+    """Ties at the cut are all kept, so reordering subjects changes nothing."""
+    order = np.random.default_rng(0).permutation(len(grid_data))
+    shuffled = grid_data[order]
+    a = difference_estimate(grid_data.times, grid_data.values, grid_data.subject_index)
+    b = difference_estimate(shuffled.times, shuffled.values, shuffled.subject_index)
+    assert a == pytest.approx(b, rel=1e-12)
+    assert 0.05 < a < 0.2  # the truth is 0.3^2 = 0.09
+
+
+def _write(data, path, shuffle_within=False):
+    frame = data.to_long()
+    if shuffle_within:
+        frame = frame.sample(frac=1.0, random_state=0)
+    frame.sort_values("id", kind="stable").to_csv(path, index=False)
+
+
+def test_csv_chunks_keep_subjects_whole(data, tmp_path):
+    path = tmp_path / "obs.csv"
+    _write(data, path, shuffle_within=True)
+    chunks = list(CSVChunks(path, chunksize=97))
+    assert len(chunks) > 5
+    assert all(c.times.size < 97 + 10 for c in chunks)
+    joined = IrregularData.concat(chunks)
+    order = np.argsort(data.ids)
+    assert joined == data[order]
+    whole = PACEImputer(random_state=0).fit(data[order])
+    chunked = PACEImputer(random_state=0).fit_chunks(CSVChunks(path, chunksize=250))
+    _assert_same(whole, chunked)
+
+
+def test_csv_chunks_refuse_unsorted_rows(data, tmp_path):
+    path = tmp_path / "obs.csv"
+    frame = data[:20].to_long()
+    frame.iloc[::-1].to_csv(path, index=False)
+    with pytest.raises(ValueError, match="not sorted by subject id"):
+        list(CSVChunks(path, chunksize=1000))
+    with pytest.raises(ValueError, match="chunksize"):
+        CSVChunks(path, chunksize=0)
