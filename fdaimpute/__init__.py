@@ -4,9 +4,19 @@ Scikit-learn estimators that turn subjects observed a few times each into
 smooth curves on a grid, with derivatives and uncertainty.
 """
 
-from fdaimpute import datasets, metrics, noise, oracle, plotting, simulate, tuning
+from fdaimpute import (
+    datasets,
+    interop,
+    metrics,
+    noise,
+    oracle,
+    plotting,
+    simulate,
+    tuning,
+)
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
+from fdaimpute.features import FeatureExtractor
 from fdaimpute.kernel import KernelImputer
 from fdaimpute.mice import MICEImputer
 from fdaimpute.neural import SANDImputer, VTImputer
@@ -16,6 +26,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BaseImputer",
+    "FeatureExtractor",
     "IrregularData",
     "KernelImputer",
     "MICEImputer",
@@ -23,6 +34,7 @@ __all__ = [
     "SANDImputer",
     "VTImputer",
     "datasets",
+    "interop",
     "metrics",
     "noise",
     "oracle",
