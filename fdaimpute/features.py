@@ -112,10 +112,16 @@ scikit-fda object
         -------
         self : object
         """
-        validate_params(self)
-        imputer = self._check_imputer()
-        self.imputer_ = imputer.fit(X)
-        self.n_features_out_ = len(self._names())
+        try:
+            validate_params(self)
+            imputer = self._check_imputer()
+            self.imputer_ = imputer.fit(X)
+            self.n_features_out_ = len(self._names())
+        except BaseException:
+            # never half-fitted: no imputer_ left from an earlier fit
+            for name in ("imputer_", "n_features_out_"):
+                self.__dict__.pop(name, None)
+            raise
         return self
 
     def transform(self, X):
@@ -139,6 +145,16 @@ scikit-fda object
         method = getattr(self.imputer_, _KINDS[self.kind][0])
         features = np.asarray(method(data), dtype=np.float64)
         return self._wrap(features, data, columns=self._names())
+
+    @property
+    def n_features_in_(self):
+        """Number of columns of a dense ``X`` seen in fit (absent otherwise)."""
+        return self.imputer_.n_features_in_
+
+    @property
+    def feature_names_in_(self):
+        """Column names of a DataFrame ``X`` seen in fit (absent otherwise)."""
+        return self.imputer_.feature_names_in_
 
     def _names(self):
         imputer = self.imputer_

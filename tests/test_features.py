@@ -108,6 +108,10 @@ def test_wrong_kind_or_imputer_is_named():
         fi.FeatureExtractor(kind="pcs").fit(data)
     with pytest.raises(TypeError, match="imputer"):
         fi.FeatureExtractor(imputer=LinearRegression()).fit(data)
+    fitted = fi.FeatureExtractor(fi.KernelImputer(), kind="curve").fit(data)
+    with pytest.raises(TypeError, match="encode"):
+        fitted.set_params(kind="encoder").fit(data)
+    assert not hasattr(fitted, "imputer_")
 
 
 @pytest.mark.parametrize("cls", [fi.VTImputer, fi.SANDImputer])
