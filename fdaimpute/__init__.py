@@ -7,6 +7,7 @@ smooth curves on a grid, with derivatives and uncertainty.
 from fdaimpute import (
     chunks,
     datasets,
+    interop,
     metrics,
     noise,
     oracle,
@@ -16,6 +17,7 @@ from fdaimpute import (
 )
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
+from fdaimpute.features import FeatureExtractor
 from fdaimpute.kernel import KernelImputer
 from fdaimpute.mice import MICEImputer
 from fdaimpute.neural import SANDImputer, VTImputer
@@ -25,6 +27,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BaseImputer",
+    "FeatureExtractor",
     "IrregularData",
     "KernelImputer",
     "MICEImputer",
@@ -33,6 +36,7 @@ __all__ = [
     "VTImputer",
     "chunks",
     "datasets",
+    "interop",
     "metrics",
     "noise",
     "oracle",

@@ -7,6 +7,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fdaimpute._validation import as_irregular, check_grid, check_in_range, frame_axes
 from fdaimpute.data import IrregularData
+from fdaimpute.interop import from_skfda, grid_arrays, skfda_kind
 
 __all__ = ["InputMixin"]
 
@@ -14,8 +15,9 @@ __all__ = ["InputMixin"]
 class InputMixin:
     """Input handling of :class:`~fdaimpute.BaseImputer`.
 
-    Irregular inputs become :class:`~fdaimpute.IrregularData` as they are;
-    matrices go through scikit-learn's validation (``n_features_in_``,
+    Irregular inputs become :class:`~fdaimpute.IrregularData` as they are
+    (scikit-fda's ``FDataIrregular`` too); matrices (and ``FDataGrid``) go
+    through scikit-learn's validation (``n_features_in_``,
     ``feature_names_in_``) and get column times, recorded at fit as
     ``dense_times_``. Needs the ``grid`` parameter, ``time_range_`` and the
     ``_extrapolation()`` of the estimator.
@@ -52,12 +54,16 @@ class InputMixin:
             for attr in ("n_features_in_", "feature_names_in_", "dense_times_"):
                 if hasattr(self, attr):
                     delattr(self, attr)
-        data = as_irregular(X)
+        kind = skfda_kind(X)
+        data = from_skfda(X) if kind == "irregular" else as_irregular(X)
         if data is not None:
             if len(data) == 0:
                 raise ValueError("no subjects: X is empty")
             return data
-        frame_times, frame_ids = frame_axes(X)
+        if kind == "grid":
+            X, frame_times, frame_ids = grid_arrays(X)
+        else:
+            frame_times, frame_ids = frame_axes(X)
         X = validate_data(
             self,
             X,

@@ -48,7 +48,10 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
       ``grid`` when it is an array with one entry per column, else equally
       spaced on ``[0, 1]``. With ``grid=None`` the output grid is those
       column times, so ``fit_transform`` fills in the matrix like any
-      scikit-learn imputer.
+      scikit-learn imputer;
+    - a scikit-fda ``FDataIrregular`` (ids from its ``sample_names``), or an
+      ``FDataGrid``, read like a wide DataFrame whose columns are its grid
+      points (see :mod:`fdaimpute.interop`).
 
     Times must be numbers: dates and durations raise a TypeError (convert
     them, e.g. to days since the first visit).

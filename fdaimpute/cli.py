@@ -122,7 +122,7 @@ def _demo(args):
     train = fi.IrregularData.concat([sim.train.data, sim.validation.data])
     test, truth = sim.test.data, sim.test.truth
     oracle = fi.oracle.ConditionalMean(sim.process, grid=sim.grid)
-    results, curves = [], {}
+    results, curves, bands = [], {}, {}
     oracle_curves = oracle.transform(test)
     ref = fi.metrics.summarize(truth, oracle_curves)
     results.append(("oracle (true covariance)", ref, 0.0))
@@ -131,7 +131,10 @@ def _demo(args):
         est = methods[name][1](sim.grid, args.seed, True)
         start = time.perf_counter()
         est.fit(train)
-        curves[name] = est.transform(test)
+        try:
+            curves[name], bands[name] = est.transform(test, return_std=True)
+        except NotImplementedError:  # a method without uncertainty
+            curves[name] = est.transform(test)
         elapsed = time.perf_counter() - start
         results.append((name, fi.metrics.summarize(truth, curves[name]), elapsed))
     print()
@@ -149,9 +152,10 @@ def _demo(args):
             "\nvt and sand were trained for 30 epochs to keep the demo short; they "
             "need more\ndata and epochs to reach the oracle (see docs/benchmarks.md)."
         )
-    fig = plot_curves(test, curves, sim.grid, truth=truth, subjects=4)
+    fig = plot_curves(test, curves, sim.grid, truth=truth, std=bands, subjects=4)
     fig.savefig(args.out, dpi=110)
-    print(f"\nSaved a picture of four test subjects to {args.out}")
+    with_bands = f" (95% bands: {', '.join(bands)})" if bands else ""
+    print(f"\nSaved a picture of four test subjects to {args.out}{with_bands}")
     return 0
 
 

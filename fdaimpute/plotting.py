@@ -1,4 +1,5 @@
-"""Matplotlib views of observations, imputed curves, bands and derivatives."""
+"""Matplotlib views: observations with imputed curves and bands, a neural
+imputer's training history, and a comparison of methods' errors."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 
 from fdaimpute._validation import as_irregular
 
-__all__ = ["plot_curves"]
+__all__ = ["plot_comparison", "plot_curves", "plot_history"]
 
 
 def plot_curves(
@@ -32,9 +33,10 @@ def plot_curves(
         Times of the curves' columns.
     truth : ndarray of shape (n_subjects, n_grid), default=None
         True curves, drawn dashed when known (simulations).
-    std : ndarray of shape (n_subjects, n_grid), default=None
-        Pointwise standard deviation of the first curve set; drawn as a
-        95% band.
+    std : ndarray of shape (n_subjects, n_grid) or dict of them, default=None
+        Pointwise standard deviations, drawn as 95% bands (``curve ± 1.96
+        std``) in the colour of their curve. An array belongs to the first
+        curve set; a dict maps method names of ``curves`` to theirs.
     subjects : int or array-like, default=4
         An int ``k`` shows the first ``k`` subjects. An array-like names the
         subjects to show by their ids (``data.ids``), e.g. ``["a", "c"]``
@@ -69,6 +71,7 @@ def plot_curves(
         raise TypeError("data must be IrregularData, a long DataFrame or (t, y) pairs")
     grid = np.asarray(grid, dtype=float)
     sets = curves if isinstance(curves, dict) else {"imputed": curves}
+    bands = _bands(sets, std)
     positions = _positions(data, subjects)
     if axes is None:
         nrows = int(np.ceil(positions.size / ncols))
@@ -90,11 +93,11 @@ def plot_curves(
         t, y = data[i]
         if truth is not None:
             ax.plot(grid, truth[i], "k--", lw=1.2, label="truth")
-        for k, (name, c) in enumerate(sets.items()):
+        for name, c in sets.items():
             c = np.asarray(c)
             line = ax.plot(grid, c[i], lw=1.6, label=name)[0]
-            if std is not None and k == 0:
-                s = np.asarray(std)[i]
+            if name in bands:
+                s = bands[name][i]
                 ax.fill_between(
                     grid,
                     c[i] - 1.96 * s,
@@ -110,6 +113,21 @@ def plot_curves(
     flat[0].legend(fontsize=8, loc="best")
     fig.tight_layout()
     return fig
+
+
+def _bands(sets, std):
+    """Method name -> standard deviations to draw as a band."""
+    if std is None:
+        return {}
+    if not isinstance(std, dict):
+        return {next(iter(sets)): np.asarray(std)}
+    unknown = sorted(set(std) - set(sets))
+    if unknown:
+        raise ValueError(
+            f"std has bands for {unknown}, which are not among the curves "
+            f"{sorted(sets)}"
+        )
+    return {name: np.asarray(s) for name, s in std.items()}
 
 
 def _positions(data, subjects):
@@ -154,3 +172,150 @@ def _positions(data, subjects):
             f"by id (ids such as {ids[:3].tolist()})"
         )
     return order[found]
+
+
+def plot_history(imputer, *, ax=None, log=True):
+    """Plot a fitted neural imputer's training and validation loss per epoch.
+
+    Parameters
+    ----------
+    imputer : VTImputer or SANDImputer
+        A fitted neural imputer (its ``history_`` and ``best_epoch_``).
+    ax : matplotlib Axes, default=None
+        Where to draw; a new figure is made otherwise.
+    log : bool, default=True
+        Logarithmic loss axis (when every loss is positive).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Lines ``train`` and, when subjects were held out, ``validation``;
+        a dotted vertical line at the epoch whose weights were kept
+        (``best_epoch_``), with a marker on its validation loss. When no
+        epoch beat the starting state (a network started from its
+        ``base``), the line sits before the first epoch.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import fdaimpute as fi
+    >>> sim = fi.simulate.sand_paper(n=60, n_obs=10, random_state=0)
+    >>> vt = fi.VTImputer(d_model=16, n_heads=2, encoder_layers=1,
+    ...                   decoder_layers=1, max_epochs=3).fit(sim.train.data)
+    >>> fig = fi.plotting.plot_history(vt)
+    """
+    import matplotlib.pyplot as plt
+    from sklearn.utils.validation import check_is_fitted
+
+    from fdaimpute._neural.base import _NeuralImputer
+
+    if not isinstance(imputer, _NeuralImputer):
+        raise TypeError(
+            "plot_history needs a neural imputer (VTImputer or SANDImputer), "
+            f"which records its training history; got {type(imputer).__name__}"
+        )
+    check_is_fitted(imputer, "history_")
+    history = imputer.history_
+    epochs = _floats(history["epoch"])
+    train = _floats(history["train_loss"])
+    valid = _floats(history.get("valid_loss", []))
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+    else:
+        fig = ax.figure
+    ax.plot(epochs, train, lw=1.6, label="train")
+    has_valid = valid.size == epochs.size and np.isfinite(valid).any()
+    if has_valid:
+        ax.plot(epochs, valid, lw=1.6, label="validation")
+    best = imputer.best_epoch_
+    kept = "starting state" if best not in epochs else f"epoch {best}"
+    ax.axvline(best, color="0.3", ls=":", lw=1.2, label=f"kept: {kept}")
+    if has_valid and best in epochs:
+        ax.plot([best], valid[epochs == best], "o", color="0.1", ms=6)
+    losses = np.concatenate([train, valid if has_valid else []])
+    if log and np.all(losses[np.isfinite(losses)] > 0):
+        ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    ax.set_title(f"{type(imputer).__name__} training", fontsize=10)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def _floats(values):
+    """A history list as floats, with NaN for epochs without a value."""
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def plot_comparison(results, *, ax=None, ylabel="mean squared error", sort=False):
+    """Bar chart comparing methods' mean error, with 95% confidence intervals.
+
+    Parameters
+    ----------
+    results : dict or DataFrame
+        Per-subject errors of each method: a dict from method name to a 1-D
+        array (e.g. :func:`fdaimpute.metrics.mse_per_subject` of each
+        method's curves), or a DataFrame with one column per method.
+    ax : matplotlib Axes, default=None
+        Where to draw; a new figure is made otherwise.
+    ylabel : str, default="mean squared error"
+        Label of the error axis.
+    sort : bool, default=False
+        Order the bars from the lowest mean error.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One bar per method at its mean error; the error bars are ``±1.96``
+        standard errors of the mean over subjects.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np
+    >>> import fdaimpute as fi
+    >>> rng = np.random.default_rng(0)
+    >>> fig = fi.plotting.plot_comparison(
+    ...     {"pace": rng.gamma(2, 0.01, 50), "kernel": rng.gamma(2, 0.02, 50)})
+    """
+    import matplotlib.pyplot as plt
+
+    if hasattr(results, "columns"):
+        results = {str(c): results[c].to_numpy() for c in results.columns}
+    if not isinstance(results, dict) or not results:
+        raise TypeError(
+            "results must be a non-empty dict of method -> per-subject errors "
+            "or a DataFrame with one column per method"
+        )
+    names, means, halves = [], [], []
+    for name, errors in results.items():
+        errors = np.asarray(errors, dtype=float)
+        if errors.ndim != 1 or errors.size == 0 or not np.isfinite(errors).all():
+            raise ValueError(
+                f"the errors of {name!r} must be a non-empty 1-D array of finite "
+                f"numbers, one per subject (got shape {errors.shape})"
+            )
+        se = errors.std(ddof=1) / np.sqrt(errors.size) if errors.size > 1 else 0.0
+        names.append(str(name))
+        means.append(errors.mean())
+        halves.append(1.96 * se)
+    order = np.argsort(means, kind="stable") if sort else np.arange(len(names))
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(1.2 * len(names) + 2, 3.6))
+    else:
+        fig = ax.figure
+    ax.bar(
+        [names[i] for i in order],
+        [means[i] for i in order],
+        yerr=[halves[i] for i in order],
+        capsize=4,
+        color="C0",
+        alpha=0.8,
+    )
+    ax.set_ylabel(ylabel)
+    ax.set_title("mean over subjects, 95% confidence interval", fontsize=10)
+    fig.tight_layout()
+    return fig

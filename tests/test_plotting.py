@@ -123,3 +123,97 @@ def test_plotting_is_an_attribute_of_the_package():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "plot_curves"
+
+
+def test_bands_for_several_methods_each_around_its_curve():
+    data = _data(["a", "b", "c"])
+    std = {"one": np.full_like(CURVES, 0.5), "two": np.full_like(CURVES, 2.0)}
+    fig = fi.plotting.plot_curves(
+        data,
+        {"one": CURVES, "two": CURVES + 10, "three": CURVES - 10},
+        GRID,
+        std=std,
+        subjects=["c"],
+        ncols=1,
+    )
+    (ax,) = fig.axes
+    assert len(ax.get_lines()) == 4  # three curves and the observations
+    spans = [
+        (
+            band.get_paths()[0].vertices[:, 1].min(),
+            band.get_paths()[0].vertices[:, 1].max(),
+        )
+        for band in ax.collections
+    ]
+    assert spans == [
+        pytest.approx((2 - 1.96 * 0.5, 2 + 1.96 * 0.5)),
+        pytest.approx((12 - 1.96 * 2, 12 + 1.96 * 2)),
+    ]
+    with pytest.raises(ValueError, match=r"bands for \['four'\]"):
+        fi.plotting.plot_curves(data, {"one": CURVES}, GRID, std={"four": CURVES})
+
+
+@pytest.fixture(scope="module")
+def vt():
+    import _configs
+
+    sim = fi.simulate.sand_paper(n=40, n_obs=8, random_state=0)
+    return fi.VTImputer(**dict(_configs.TINY, max_epochs=1)).fit(sim.train.data)
+
+
+def test_history_draws_both_losses_and_marks_the_kept_epoch(vt):
+    vt.history_ = {
+        "epoch": [0, 1, 2, 3],
+        "train_loss": [1.0, 0.5, 0.3, 0.2],
+        "valid_loss": [1.1, 0.6, 0.4, 0.45],
+    }
+    vt.best_epoch_ = 2
+    ax = fi.plotting.plot_history(vt).axes[0]
+    train, valid, kept, marker = ax.get_lines()
+    assert_array_equal(train.get_ydata(), vt.history_["train_loss"])
+    assert_array_equal(valid.get_ydata(), vt.history_["valid_loss"])
+    assert list(kept.get_xdata()) == [2, 2]
+    assert (marker.get_xdata()[0], marker.get_ydata()[0]) == (2, 0.4)
+    assert ax.get_yscale() == "log"
+    assert "epoch 2" in kept.get_label()
+
+
+def test_history_of_a_kept_start_without_validation(vt):
+    vt.history_ = {
+        "epoch": [3, 4],
+        "train_loss": [0.5, 0.4],
+        "valid_loss": [None, None],
+    }
+    vt.best_epoch_ = 2
+    ax = fi.plotting.plot_history(vt, log=False).axes[0]
+    train, kept = ax.get_lines()
+    assert list(kept.get_xdata()) == [2, 2] and "starting state" in kept.get_label()
+    assert ax.get_yscale() == "linear"
+    with pytest.raises(TypeError, match="neural imputer"):
+        fi.plotting.plot_history(fi.KernelImputer())
+
+
+def test_comparison_bars_are_means_with_95_percent_intervals():
+    errors = {
+        "wide": np.array([1.0, 3.0, 5.0, 7.0]),
+        "narrow": np.array([1.0, 1.0, 2.0, 2.0]),
+    }
+    ax = fi.plotting.plot_comparison(errors, sort=True).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["narrow", "wide"]
+    assert [b.get_height() for b in ax.patches] == pytest.approx([1.5, 4.0])
+    (bars,) = [c for c in ax.containers if hasattr(c, "errorbar")]
+    segments = bars.errorbar.lines[2][0].get_segments()
+    half = [(s[1, 1] - s[0, 1]) / 2 for s in segments]
+    se = [np.std(errors[k], ddof=1) / 2 for k in ("narrow", "wide")]
+    assert half == pytest.approx([1.96 * s for s in se])
+
+
+def test_comparison_reads_a_frame_and_refuses_bad_errors():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 5.0]})
+    ax = fi.plotting.plot_comparison(frame).axes[0]
+    assert [b.get_height() for b in ax.patches] == [1.5, 4.0]
+    with pytest.raises(ValueError, match="'a' must be a non-empty 1-D array"):
+        fi.plotting.plot_comparison({"a": np.zeros((2, 2))})
+    with pytest.raises(TypeError, match="non-empty dict"):
+        fi.plotting.plot_comparison([1.0, 2.0])

@@ -2,7 +2,14 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fdaimpute import KernelImputer, MICEImputer, PACEImputer, SANDImputer, VTImputer
+from fdaimpute import (
+    FeatureExtractor,
+    KernelImputer,
+    MICEImputer,
+    PACEImputer,
+    SANDImputer,
+    VTImputer,
+)
 
 # These checks fit on matrices with 2 columns, i.e. 2 distinct times; PACE
 # needs at least 3 distinct times to estimate a covariance off the diagonal
@@ -46,6 +53,7 @@ def _estimators():
         PACEImputer(random_state=0),
         VTImputer(**_NEURAL),
         SANDImputer(**_NEURAL, sand_head_dim=8, sand_encoding_dim=8),
+        FeatureExtractor(KernelImputer(bandwidth=0.5), kind="curve"),
     ]
 
 

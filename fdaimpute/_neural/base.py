@@ -18,6 +18,7 @@ from sklearn.utils import check_random_state
 
 from fdaimpute._interpolate import interpolate_c1_rows, interpolate_rows
 from fdaimpute._neural.config import PRESETS, SIZE_PARAMS
+from fdaimpute._neural.features import EncoderFeaturesMixin
 from fdaimpute._neural.persistence import TorchStatePickling, resolve_device
 from fdaimpute._validation import rounding_slack
 from fdaimpute.base import BaseImputer
@@ -27,7 +28,7 @@ from fdaimpute.noise import noise_variance
 AUTO_VALIDATION_SUBJECTS = 50
 
 
-class _NeuralImputer(TorchStatePickling, BaseImputer):
+class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
     """Shared machinery of :class:`VTImputer` and :class:`SANDImputer`."""
 
     #: Parameters filled from the preset when left at ``None``.

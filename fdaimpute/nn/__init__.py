@@ -23,6 +23,7 @@ from fdaimpute.nn.batching import (
     hide_observations,
 )
 from fdaimpute.nn.encoding import SinusoidalEncoding, sinusoidal_encoding
+from fdaimpute.nn.inference import pooled_encoding
 from fdaimpute.nn.output import ModuleOutput
 from fdaimpute.nn.regularizers import (
     LipReg,
@@ -73,6 +74,7 @@ __all__ = [
     "interpolate_c1",
     "interpolate_linear",
     "mean_anchored_integral",
+    "pooled_encoding",
     "predict_curves",
     "sinusoidal_encoding",
     "two_sided_integral",

@@ -6,7 +6,7 @@ import torch
 
 from fdaimpute.nn.integration import interpolate_c1, interpolate_linear
 
-__all__ = ["predict_curves", "read_at"]
+__all__ = ["pooled_encoding", "predict_curves", "read_at"]
 
 
 def read_at(out, grid, times, anchors=None):
@@ -123,3 +123,38 @@ def predict_curves(
     if error_head is not None:
         return curves, deriv, std
     return curves, deriv
+
+
+@torch.no_grad()
+def pooled_encoding(module, data, *, batch_size=1024):
+    """Each subject's encoder tokens averaged over its observations: (n, d).
+
+    A fixed-length summary of what the network read from a subject, for use
+    as features by downstream models.
+
+    Parameters
+    ----------
+    module : VTModule or SANDModule
+        A trained module (put in eval mode here).
+    data : RaggedTensors
+        Subjects, on the module's device.
+    batch_size : int, default=1024
+        Subjects per forward pass.
+
+    Returns
+    -------
+    Tensor of shape (n, d)
+        On the CPU, float32.
+    """
+    module.eval()
+    pooled = None
+    for index in data.counts_cpu.argsort(stable=True).split(batch_size):
+        batch = data.batch(index)
+        tokens = module.encode(batch.times, batch.values, batch.visible).float()
+        valid = batch.valid.unsqueeze(-1)
+        total = tokens.masked_fill(~valid, 0.0).sum(dim=1)
+        mean = total / valid.sum(dim=1)
+        if pooled is None:
+            pooled = torch.empty(len(data), mean.shape[1])
+        pooled[index] = mean.cpu()
+    return pooled

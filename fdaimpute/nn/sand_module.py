@@ -67,6 +67,10 @@ class SANDModule(nn.Module):
         rest = [p for n, p in self.named_parameters() if not n.startswith("sand.")]
         return [rest, list(self.sand.parameters())]
 
+    def encode(self, t, y, mask):
+        """The transformer's encoder tokens (see :meth:`VTModule.encode`)."""
+        return self.vt.encode(t, y, mask)
+
     def forward(
         self,
         t,

@@ -276,6 +276,30 @@ class VTModule(nn.Module):
         feats = torch.cat([y.unsqueeze(-1), t.unsqueeze(-1), self.encoding(t)], dim=-1)
         return self.token_proj(feats)
 
+    def encode(self, t, y, mask):
+        """The encoder's output tokens (the decoder's memory): (B, L, d).
+
+        Parameters
+        ----------
+        t, y, mask : Tensor of shape (B, L)
+            As for :meth:`forward`.
+
+        Returns
+        -------
+        Tensor of shape (B, L, d)
+            One token per observation, after the encoder's last
+            normalisation; tokens that ``mask`` leaves out are padding.
+        """
+        return self._encode(self.embed(t, y), mask)
+
+    def _encode(self, x, mask, hidden=None):
+        """The encoder stack on tokens ``x``; layer outputs go into ``hidden``."""
+        for i, layer in enumerate(self.encoder):
+            x = layer(x, mask)
+            if hidden is not None:
+                hidden[f"encoder.{i}"] = x
+        return _apply_norm(self.encoder_norm, x, mask)
+
     def queries(self, grid):
         """Decoder queries ``[s, enc(s)]`` projected to ``d_model``: (1, M, d)."""
         feats = torch.cat([grid.unsqueeze(-1), self.encoding(grid)], dim=-1)
@@ -323,16 +347,11 @@ class VTModule(nn.Module):
         batch = t.shape[0]
         emb = self.embed(t, y)
         hidden = {}
-        x = emb
         if not self.training and bool(mask.all()):
             # inference batches are sorted by length, so most have no padding;
             # attention without a mask takes PyTorch's faster kernels
             mask = None
-        for i, layer in enumerate(self.encoder):
-            x = layer(x, mask)
-            if return_hidden:
-                hidden[f"encoder.{i}"] = x
-        memory = _apply_norm(self.encoder_norm, x, mask)
+        memory = self._encode(emb, mask, hidden if return_hidden else None)
         q = self.queries(grid)
         if self.training and self.dropout > 0:
             # each subject needs its own dropout masks
