@@ -67,6 +67,20 @@ def test_pair_moments_equal_the_explicit_pair_regression():
     assert diagonal.yty == pytest.approx(np.sum(resid**4))
 
 
+def test_pair_moments_do_not_depend_on_the_blocks(monkeypatch, low_rank):
+    from fdaimpute._face import moments
+
+    data = low_rank[0].train.data
+    b = design(data.times, equal_knots(0.0, 1.0, 9, 3), 3)
+    whole = pair_moments(b, data.values, data.offsets, 3)
+    monkeypatch.setattr(moments, "_BLOCK_OBS", 997)
+    blocked = pair_moments(b, data.values, data.offsets, 3)
+    for one, other in zip(whole, blocked):
+        np.testing.assert_allclose(one.xtx, other.xtx, rtol=1e-10, atol=1e-8)
+        np.testing.assert_allclose(one.xty, other.xty, rtol=1e-10, atol=1e-8)
+        assert one.yty == pytest.approx(other.yty)
+
+
 def test_penalized_path_matches_a_direct_solve_and_gcv():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(60, 8))
@@ -93,6 +107,15 @@ def test_recovers_a_known_low_rank_covariance(low_rank):
     np.testing.assert_allclose(face.eigenvalues_[:3], [1.0, 0.5, 0.25], rtol=0.15)
     assert face.eigenvalues_[3:].sum() < 0.1
     np.testing.assert_allclose(face.mean_, sim.process.mean(sim.grid), atol=0.15)
+
+
+def test_subject_cross_validation_of_lambda_also_recovers_it(low_rank):
+    sim, face = low_rank
+    cv = FACEImputer(grid=sim.grid, lambda_cov="cv").fit(sim.train.data)
+    truth = sim.process.covariance(sim.grid, sim.grid)
+    error = np.linalg.norm(cv.covariance_ - truth) / np.linalg.norm(truth)
+    assert error < 0.12
+    assert cv.lambda_cov_ != face.lambda_cov_
 
 
 def test_random_lines_are_predicted_almost_as_well_as_by_the_oracle():

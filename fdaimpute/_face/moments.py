@@ -23,7 +23,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 # Observations per block: bounds the per-subject band arrays in memory.
-_BLOCK_OBS = 2_000_000
+_BLOCK_OBS = 500_000
 
 
 @dataclass

@@ -35,7 +35,7 @@ def evaluate(knots, coef, degree, times, derivative=0):
 
 
 def difference_penalty(n_basis, order):
-    """``D^T D``, ``D`` the ``order``-th difference matrix of ``n_basis`` coefficients."""
+    """``D^T D``, ``D`` the ``order``-th differences of ``n_basis`` coefficients."""
     d = np.diff(np.eye(n_basis), n=order, axis=0)
     return d.T @ d
 
