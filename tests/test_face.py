@@ -41,18 +41,21 @@ def _brute_force_pairs(times, resid, offsets, knots, degree):
     return np.array(rows), np.array(y)
 
 
-def test_pair_moments_equal_the_explicit_pair_regression():
+@pytest.mark.parametrize("decimals", [None, 1])  # distinct times, or repeated
+def test_pair_moments_equal_the_explicit_pair_regression(decimals):
     rng = np.random.default_rng(0)
     counts = np.array([1, 4, 2, 6, 3])
     offsets = np.concatenate([[0], np.cumsum(counts)])
     times = rng.uniform(0, 1, offsets[-1])
+    if decimals is not None:
+        times = np.round(times, decimals)
     resid = rng.normal(size=offsets[-1])
     knots = equal_knots(0.0, 1.0, 7, 3)
     x, y = _brute_force_pairs(times, resid, offsets, knots, 3)
     # each unordered pair enters symmetrised: half (s, t) and half (t, s)
     swap = np.arange(49).reshape(7, 7).T.ravel()
     xs = (x + x[:, swap]) / 2
-    got, diagonal = pair_moments(design(times, knots, 3), resid, offsets, 3)
+    got, diagonal = pair_moments(times, resid, offsets, knots, 3)
     assert got.n_pairs == len(y)
     assert got.yty == pytest.approx(y @ y)
     np.testing.assert_allclose(got.xty, xs.T @ y, atol=1e-12)
@@ -71,10 +74,10 @@ def test_pair_moments_do_not_depend_on_the_blocks(monkeypatch, low_rank):
     from fdaimpute._face import moments
 
     data = low_rank[0].train.data
-    b = design(data.times, equal_knots(0.0, 1.0, 9, 3), 3)
-    whole = pair_moments(b, data.values, data.offsets, 3)
+    args = (data.times, data.values, data.offsets, equal_knots(0.0, 1.0, 9, 3), 3)
+    whole = pair_moments(*args)
     monkeypatch.setattr(moments, "_BLOCK_OBS", 997)
-    blocked = pair_moments(b, data.values, data.offsets, 3)
+    blocked = pair_moments(*args)
     for one, other in zip(whole, blocked):
         np.testing.assert_allclose(one.xtx, other.xtx, rtol=1e-10, atol=1e-8)
         np.testing.assert_allclose(one.xty, other.xty, rtol=1e-10, atol=1e-8)

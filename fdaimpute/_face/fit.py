@@ -44,17 +44,24 @@ def _solve(path, lam):
 
 
 def fit_mean(times, values, knots, degree, order, lam):
-    """P-spline mean: B-splines on ``knots``, ``order``-th difference penalty."""
-    b = design(times, knots, degree)
-    xtx = (b.T @ b).toarray()
+    """P-spline mean: B-splines on ``knots``, ``order``-th difference penalty.
+
+    Returns the fit and the mean at ``times``.
+    """
+    distinct, inverse, counts = np.unique(
+        times, return_inverse=True, return_counts=True
+    )
+    b = design(distinct, knots, degree)
+    sums = np.bincount(inverse, values, minlength=distinct.size)
     path = PenalizedPath(
-        xtx,
-        b.T @ values,
+        (b.T @ b.multiply(counts[:, None])).toarray(),
+        b.T @ sums,
         float(values @ values),
         values.size,
         difference_penalty(b.shape[1], order),
     )
-    return _solve(path, lam)
+    fit = _solve(path, lam)
+    return fit, (b @ fit.coef)[inverse]
 
 
 def _normal_equations(moments, dup, diagonal):
@@ -83,7 +90,7 @@ def _add(stats):
     return tuple(sum(s[i] for s in stats) for i in range(4))
 
 
-def _fold_stats(b, resid, offsets, degree, n_folds, dup, diagonal):
+def _fold_stats(times, resid, offsets, knots, degree, n_folds, dup, diagonal):
     """Normal equations of each fold of subjects (subject ``i`` in ``i % n_folds``)."""
     counts = np.diff(offsets)
     fold = np.arange(counts.size) % n_folds
@@ -92,7 +99,7 @@ def _fold_stats(b, resid, offsets, degree, n_folds, dup, diagonal):
     for f in range(n_folds):
         mask = obs_fold == f
         sub = np.concatenate([[0], np.cumsum(counts[fold == f])])
-        moments = pair_moments(b[mask], resid[mask], sub, degree)
+        moments = pair_moments(times[mask], resid[mask], sub, knots, degree)
         out.append(_normal_equations(moments, dup, diagonal))
     return out
 
@@ -133,8 +140,7 @@ def fit_surface(
     fit : PenalizedFit
         The fit of ``vech(theta)`` (and the noise variance, last).
     """
-    b = design(times, knots, degree)
-    c = b.shape[1]
+    c = knots.size - degree - 1
     dup = duplication(c)
     one = difference_penalty(c, order)
     eye = np.eye(c)
@@ -143,11 +149,13 @@ def fit_surface(
         penalty = np.pad(penalty, ((0, 1), (0, 1)))
     use_cv = lam == "cv" and offsets.size - 1 >= n_folds
     if use_cv:
-        folds = _fold_stats(b, resid, offsets, degree, n_folds, dup, diagonal)
+        folds = _fold_stats(
+            times, resid, offsets, knots, degree, n_folds, dup, diagonal
+        )
         stats = _add(folds)
     else:
         stats = _normal_equations(
-            pair_moments(b, resid, offsets, degree), dup, diagonal
+            pair_moments(times, resid, offsets, knots, degree), dup, diagonal
         )
     counts = np.diff(offsets)
     if not np.any(counts > 1):
@@ -194,8 +202,9 @@ def noise_variance(times, resid, knots, degree, theta, floor):
     before its negative eigenvalues are dropped: dropping them raises the
     diagonal and would bias the estimate down.
     """
-    b = design(times, knots, degree)
-    diagonal = np.sum(theta * (b.T @ b).toarray()) / resid.size
+    distinct, counts = np.unique(times, return_counts=True)
+    b = design(distinct, knots, degree)
+    diagonal = np.sum((b @ theta) * b.toarray(), axis=1) @ counts / resid.size
     return max(float(np.mean(resid**2) - diagonal), floor)
 
 
@@ -219,8 +228,9 @@ def fit_face(times, values, offsets, time_range, options):
     lo, hi = time_range
     degree, order = options["degree"], options["penalty_order"]
     mean_knots = equal_knots(lo, hi, options["n_basis_mean"], degree)
-    mean = fit_mean(times, values, mean_knots, degree, order, options["lambda_mean"])
-    mean_obs = design(times, mean_knots, degree) @ mean.coef
+    mean, mean_obs = fit_mean(
+        times, values, mean_knots, degree, order, options["lambda_mean"]
+    )
     resid = values - mean_obs
     cov_knots = equal_knots(lo, hi, options["n_basis"], degree)
     theta, surface = fit_surface(

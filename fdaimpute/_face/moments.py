@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse import csr_matrix
 
+from fdaimpute._face.splines import design
+
 # Observations per block: bounds the per-subject band arrays in memory.
 _BLOCK_OBS = 500_000
 
@@ -57,21 +59,19 @@ class DiagonalMoments:
 
 
 def _band_entries(bmat, degree):
-    """Each observation's products ``b_a b_{a+d}`` (``0 <= d <= degree``).
+    """Each row's products ``b_a b_{a+d}`` (``0 <= d <= degree``).
 
-    Returns the row of each entry, its column ``a (degree + 1) + d`` and value.
+    Returns the columns ``a (degree + 1) + d`` and values, shape
+    ``(n_rows, (degree + 1) (degree + 2) / 2)`` each.
     """
     width = degree + 1
-    n_obs = bmat.shape[0]
+    n_rows = bmat.shape[0]
     if not np.all(np.diff(bmat.indptr) == width):
         raise AssertionError("a B-spline design row must hold degree + 1 entries")
-    vals = bmat.data.reshape(n_obs, width)
-    first = bmat.indices.reshape(n_obs, width)[:, 0]
+    vals = bmat.data.reshape(n_rows, width)
+    first = bmat.indices.reshape(n_rows, width)[:, 0]
     i, d = np.array([(i, d) for i in range(width) for d in range(width - i)]).T
-    cols = (first[:, None] + i) * width + d
-    values = vals[:, i] * vals[:, i + d]
-    rows = np.broadcast_to(np.arange(n_obs)[:, None], cols.shape)
-    return rows.ravel(), cols.ravel(), values.ravel()
+    return (first[:, None] + i) * width + d, vals[:, i] * vals[:, i + d]
 
 
 def _band_index(c, degree):
@@ -82,17 +82,24 @@ def _band_index(c, degree):
     return np.where(np.abs(a - b) < width, idx, c * width)
 
 
-def pair_moments(bmat, resid, offsets, degree):
-    """The statistics of :class:`PairMoments` from the basis rows and residuals.
+def _weighted_gram(cols, vals, weights, ncol):
+    """``sum_k w_k u_k u_k^T`` for sparse rows ``u_k`` given by columns and values."""
+    rows = np.repeat(np.arange(cols.shape[0]), cols.shape[1])
+    u = csr_matrix((vals.ravel(), (rows, cols.ravel())), shape=(cols.shape[0], ncol))
+    return (u.T @ u.multiply(weights[:, None])).toarray()
+
+
+def pair_moments(times, resid, offsets, knots, degree):
+    """The statistics of the raw-covariance regression, from the observations.
 
     Parameters
     ----------
-    bmat : scipy.sparse.csr_matrix of shape (n_obs, c)
-        B-spline design at the observation times.
-    resid : ndarray of shape (n_obs,)
-        Residuals from the mean.
+    times, resid : ndarray of shape (n_obs,)
+        Observation times (inside the knots) and residuals from the mean.
     offsets : ndarray of shape (n_subjects + 1,)
         CSR offsets of the subjects.
+    knots : ndarray
+        Knot vector of the B-spline basis (``c`` functions).
     degree : int
         Degree of the B-splines.
 
@@ -103,46 +110,51 @@ def pair_moments(bmat, resid, offsets, degree):
     diagonal : DiagonalMoments
         Over the raw variances.
     """
-    c = bmat.shape[1]
-    ncol = c * (degree + 1)
-    band = np.zeros((ncol, ncol))
-    single_band = np.zeros((ncol, ncol))
-    z_outer = np.zeros((c, c))
-    diag_xty = np.zeros((c, c))
-    yty = 0.0
+    # The basis is evaluated once per distinct time; the per-observation
+    # terms of the diagonal are sums over observations at one time.
+    distinct, inverse, counts = np.unique(
+        times, return_inverse=True, return_counts=True
+    )
+    bmat = design(distinct, knots, degree)
+    c, width = bmat.shape[1], degree + 1
+    ncol = c * width
+    band_cols, band_vals = _band_entries(bmat, degree)
+    basis_cols = bmat.indices.reshape(-1, width)
+    basis_vals = bmat.data.reshape(-1, width)
+    r2_at = np.bincount(inverse, resid * resid, minlength=distinct.size)
+    single_band = _weighted_gram(band_cols, band_vals, counts.astype(float), ncol)
+    own = _weighted_gram(basis_cols, basis_vals, r2_at, c)
+    band = -single_band
+    z_outer = -own
+    yty = -float(np.sum(resid**4))
     for lo, hi in _subject_blocks(offsets):
         start, stop = offsets[lo], offsets[hi]
-        part = bmat[start:stop]
-        r = resid[start:stop]
+        at, r = inverse[start:stop], resid[start:stop]
         subject = np.repeat(np.arange(hi - lo), np.diff(offsets[lo : hi + 1]))
-        rows, cols, vals = _band_entries(part, degree)
         per_subject = np.bincount(
-            subject[rows] * ncol + cols, weights=vals, minlength=(hi - lo) * ncol
+            (subject[:, None] * ncol + band_cols[at]).ravel(),
+            weights=band_vals[at].ravel(),
+            minlength=(hi - lo) * ncol,
         ).reshape(hi - lo, ncol)
-        single = csr_matrix((vals, (rows, cols)), shape=(stop - start, ncol))
-        single_gram = (single.T @ single).toarray()
-        band += per_subject.T @ per_subject - single_gram
-        single_band += single_gram
-        weighted = part.multiply(r[:, None]).tocsr()
-        coo = weighted.tocoo()
+        band += per_subject.T @ per_subject
         z = np.bincount(
-            subject[coo.row] * c + coo.col, weights=coo.data, minlength=(hi - lo) * c
+            (subject[:, None] * c + basis_cols[at]).ravel(),
+            weights=(basis_vals[at] * r[:, None]).ravel(),
+            minlength=(hi - lo) * c,
         ).reshape(hi - lo, c)
-        own = (weighted.T @ weighted).toarray()
-        z_outer += z.T @ z - own
-        diag_xty += own
+        z_outer += z.T @ z
         r2 = np.bincount(subject, r * r, minlength=hi - lo)
-        yty += float(r2 @ r2 - np.sum(r**4))
-    counts = np.diff(offsets).astype(float)
-    n_pairs = float(np.sum(counts * (counts - 1)))
+        yty += float(r2 @ r2)
+    n_obs = np.diff(offsets).astype(float)
+    n_pairs = float(np.sum(n_obs * (n_obs - 1)))
     pairs = PairMoments(
         _kron_layout(band, c, degree) / 2, z_outer.ravel() / 2, yty / 2, n_pairs / 2
     )
     diagonal = DiagonalMoments(
         _kron_layout(single_band, c, degree),
-        diag_xty.ravel(),
+        own.ravel(),
         float(np.sum(resid**4)),
-        np.asarray((bmat.T @ bmat).todense()).ravel(),
+        _weighted_gram(basis_cols, basis_vals, counts.astype(float), c).ravel(),
         float(resid @ resid),
         float(resid.size),
     )
