@@ -75,9 +75,9 @@ class FACEImputer(BaseImputer):
         Upper bound on ``K``.
     extrapolate : {False, True, "clip"}, default=False
         Times outside the training range: ``False`` refuses them (a grid may
-        overhang the range by half its end spacing), ``True`` continues the
-        end polynomial pieces of the splines, ``"clip"`` holds each curve
-        constant beyond the range.
+        overhang the range by half its end spacing), ``True`` holds the
+        eigenfunctions at their end values and continues the mean along its
+        end tangent, ``"clip"`` holds each curve constant beyond the range.
     keep_observed : bool, default=False
         Output observed values as they are where a grid time equals an
         observation time (otherwise observed cells are smoothed too).

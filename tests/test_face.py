@@ -235,6 +235,22 @@ def test_predict_at_agrees_with_transform(low_rank):
     assert got[1].size == 0
 
 
+def test_extrapolation_holds_eigenfunctions_and_continues_the_mean(low_rank):
+    sim, face = low_rank
+    ahead = face.set_params(extrapolate=True)
+    try:
+        grid = np.array([1.0, 1.1, 1.3])
+        curves, std = ahead.transform(sim.test.data[:3], grid=grid, return_std=True)
+        slope = ahead._model.mean_at(np.array([1.0]), derivative=1)[0]
+        step = np.tile(slope * np.diff(grid), (3, 1))
+        np.testing.assert_allclose(np.diff(curves, axis=1), step)
+        np.testing.assert_allclose(std[:, 1:], std[:, [0, 0]])
+        deriv = ahead.derivative(sim.test.data[:3], grid=grid)
+        np.testing.assert_allclose(deriv[:, 1:], np.full((3, 2), slope))
+    finally:
+        face.set_params(extrapolate=False)
+
+
 def test_a_fixed_lambda_reproduces_the_gcv_fit(low_rank):
     sim, face = low_rank
     fixed = FACEImputer(

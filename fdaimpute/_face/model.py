@@ -49,13 +49,16 @@ class FACEModel:
     noise_variance: float
 
     def mean_at(self, t, derivative=0):
-        """The mean (or its derivative) at times ``t``."""
-        return evaluate(self.mean_knots, self.mean_coef, self.degree, t, derivative)
+        """The mean (or its derivative) at ``t``; linear beyond the range."""
+        return evaluate(
+            self.mean_knots, self.mean_coef, self.degree, t, derivative, "linear"
+        )
 
     def eigenfunctions_at(self, t, derivative=0, components=None):
         """Eigenfunctions (or derivatives) at ``t``, shape ``(len(t), k)``.
 
         ``components`` is a slice of the eigenpairs (default: the predictor's).
+        Beyond the range each eigenfunction is held at its end value.
         """
         if components is None:
             components = slice(0, self.n_components)

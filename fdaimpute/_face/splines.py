@@ -23,15 +23,29 @@ def design(times, knots, degree):
     return BSpline.design_matrix(np.asarray(times, float), knots, degree).tocsr()
 
 
-def evaluate(knots, coef, degree, times, derivative=0):
+def evaluate(knots, coef, degree, times, derivative=0, outside="constant"):
     """Spline(s) with coefficients ``coef`` (shape (c,) or (c, K)) at ``times``.
 
-    Outside the knot range the end polynomial pieces are continued.
+    Beyond the knot range the spline is held at its end value
+    (``outside="constant"``) or continued along its end tangent
+    (``"linear"``), never as the end polynomial piece.
     """
-    spline = BSpline(knots, coef, degree, extrapolate=True)
-    if derivative:
-        spline = spline.derivative(derivative)
-    return spline(np.asarray(times, float))
+    t = np.asarray(times, float)
+    lo, hi = knots[0], knots[-1]
+    inside = np.clip(t, lo, hi)
+    spline = BSpline(knots, coef, degree)
+    slope = spline.derivative(1)
+    if derivative == 0:
+        value = spline(inside)
+        if outside == "linear":
+            step = (t - inside).reshape((-1,) + (1,) * (value.ndim - 1))
+            value = value + step * slope(inside)
+        return value
+    value = spline.derivative(derivative)(inside) if derivative > 1 else slope(inside)
+    beyond = (t != inside).reshape((-1,) + (1,) * (value.ndim - 1))
+    if outside == "constant" or derivative > 1:
+        return np.where(beyond, 0.0, value)
+    return value
 
 
 def difference_penalty(n_basis, order):
