@@ -63,9 +63,10 @@ class FACEImputer(BaseImputer):
         polynomial of degree below it (per direction) is not penalised.
     lambda_mean : float or "gcv", default="gcv"
         Smoothing parameter of the mean, or chosen by GCV.
-    lambda_cov : float or "gcv", default="gcv"
-        Smoothing parameter of the covariance surface, or chosen by GCV
-        over the raw covariances.
+    lambda_cov : float, "gcv" or "cv", default="gcv"
+        Smoothing parameter of the covariance surface: a number, chosen by
+        GCV over the raw covariances (closed form, see Notes), or by 5-fold
+        cross-validation over subjects (GCV with fewer than 5 subjects).
     n_components : int or "fve", default="fve"
         Number of components ``K`` of the predictor, or the fewest whose
         fraction of variance explained reaches ``fve_threshold``.
