@@ -17,6 +17,7 @@ from fdaimpute import (
 )
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
+from fdaimpute.face import FACEImputer
 from fdaimpute.features import FeatureExtractor
 from fdaimpute.kernel import KernelImputer
 from fdaimpute.mice import MICEImputer
@@ -27,6 +28,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BaseImputer",
+    "FACEImputer",
     "FeatureExtractor",
     "IrregularData",
     "KernelImputer",

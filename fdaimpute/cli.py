@@ -51,6 +51,15 @@ def _method_factories():
             lambda grid, seed, quick: PACEImputer(grid=grid, random_state=seed),
         )
     try:
+        from fdaimpute.face import FACEImputer
+    except ImportError:
+        pass
+    else:
+        methods["face"] = (
+            "fast covariance estimation (FACE): spline covariance, PACE's predictor",
+            lambda grid, seed, quick: FACEImputer(grid=grid),
+        )
+    try:
         from fdaimpute.mice import MICEImputer
     except ImportError:
         pass

@@ -297,3 +297,18 @@ def test_subjects_with_one_observation_each_are_refused():
     data = [(np.array([t]), np.array([t])) for t in np.linspace(0, 1, 20)]
     with pytest.raises(ValueError, match="no subject has two observations"):
         FACEImputer(n_basis=6).fit(data)
+
+
+def test_bands_cover_the_true_curves_on_a_rough_process():
+    # the SAND process's covariance has a kink on the diagonal that the spline
+    # surface cannot follow; its noise variance absorbs the lost variance,
+    # and the held-out calibration must give it back to the bands
+    sim = fi.simulate.sand_paper(n=1000, n_obs="8-12", random_state=0)
+    face = FACEImputer(grid=sim.grid).fit(sim.train.data)
+    curves, std = face.transform(sim.test.data, return_std=True)
+    covered = np.abs(curves - sim.test.truth) <= 1.96 * std
+    assert 0.92 <= covered.mean() <= 0.98
+    truth = sim.process.noise_sd**2
+    assert face.predictor_noise_variance_ > 1.5 * truth
+    # the measurement noise is capped below the predictor's
+    assert face.noise_variance_ < 0.9 * face.predictor_noise_variance_

@@ -3,6 +3,7 @@
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fdaimpute import (
+    FACEImputer,
     FeatureExtractor,
     KernelImputer,
     MICEImputer,
@@ -51,6 +52,7 @@ def _estimators():
         KernelImputer(bandwidth=0.5),
         MICEImputer(max_iter=2, random_state=0),
         PACEImputer(random_state=0),
+        FACEImputer(),
         VTImputer(**_NEURAL),
         SANDImputer(**_NEURAL, sand_head_dim=8, sand_encoding_dim=8),
         FeatureExtractor(KernelImputer(bandwidth=0.5), kind="curve"),

@@ -36,6 +36,10 @@ class FACEModel:
         Components in the predictor (the rest enter its error variance).
     noise_variance : float
         Measurement-error variance.
+    band_weight, band_misfit : float
+        Share ``w`` of the left-out components' variance and the model's
+        error variance ``tau^2`` that the error variance carries (see
+        :mod:`fdaimpute._face.bands`).
     """
 
     degree: int
@@ -47,6 +51,8 @@ class FACEModel:
     eigen_coef: np.ndarray
     n_components: int
     noise_variance: float
+    band_weight: float = 1.0
+    band_misfit: float = 0.0
 
     def mean_at(self, t, derivative=0):
         """The mean (or its derivative) at ``t``; linear beyond the range."""
@@ -97,15 +103,17 @@ class FACEModel:
     def error_variance(self, times, values, offsets, grid):
         """Scores and the posterior variance of each curve on ``grid``.
 
-        The variance counts the predictor's score uncertainty and the
-        positive components it leaves out (their scores predicted as 0).
+        The variance counts the predictor's score uncertainty, the share
+        ``band_weight`` of the positive components it leaves out (their
+        scores predicted as 0) and the model's error ``band_misfit``.
         """
         n = offsets.size - 1
         k = self.n_components
         rest_lam = self.eigenvalues[k:]
         rest_grid = self.eigenfunctions_at(grid, components=slice(k, None))
         if k == 0:
-            return np.zeros((n, 0)), np.tile((rest_grid**2) @ rest_lam, (n, 1))
+            left_out = self.band_weight * (rest_grid**2) @ rest_lam
+            return np.zeros((n, 0)), np.tile(left_out + self.band_misfit, (n, 1))
         resid, basis, rest_basis, index = self._observed(times, values, True)
         scores, cov, cross = posterior_scores(
             resid,
@@ -119,7 +127,10 @@ class FACEModel:
         )
         phi = self.eigenfunctions_at(grid)
         var = truncated_error_variance(phi, rest_grid, cov, cross, rest_lam)
-        return scores, var
+        if self.band_weight != 1.0:
+            kept = np.einsum("gk,nkl,gl->ng", phi, cov, phi)
+            var = kept + self.band_weight * (var - kept)
+        return scores, var + self.band_misfit
 
     def curves(self, scores, t, derivative=0):
         """``mu + Phi xi`` (or its derivative) at ``t`` for each row of ``scores``."""
