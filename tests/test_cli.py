@@ -239,3 +239,11 @@ def test_bad_params_are_reported_with_the_valid_names(long_csv, tmp_path, capsys
         main([*args, "--params-file", str(bad)])
     with pytest.raises(SystemExit, match="got 'triangle'"):
         main([*args, "--param", "kernel=triangle"])
+
+
+def test_version_prints_the_package_version(capsys):
+    from fdaimpute import __version__
+    from fdaimpute.cli import main
+
+    main(["--version"])
+    assert capsys.readouterr().out.strip() == __version__
