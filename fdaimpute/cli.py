@@ -9,6 +9,12 @@ import time
 
 import numpy as np
 
+from fdaimpute._cli_model import (
+    add_data_options,
+    add_fit_command,
+    add_method_options,
+    impute_with_model,
+)
 from fdaimpute._cli_params import check_params, collect_params, parse_value
 
 __all__ = ["main"]
@@ -26,6 +32,9 @@ each subject's own times) into smooth curves on a common grid.
                                       (one row per observation: id,time,value)
   fdaimpute impute data.csv -o out.csv --method pace --param n_components=3
                                       set a method's parameters
+  fdaimpute fit data.csv --method sand --save model.fdai
+  fdaimpute impute new.csv --model model.fdai -o out.csv
+                                      fit once, save, impute other files
 
 Run 'fdaimpute <command> --help' for the options of a command.
 """
@@ -189,17 +198,10 @@ def _cli_message(message):
     return message
 
 
-def _impute(args):
+def _read_data(args):
+    """The long CSV of ``args.input`` as IrregularData (exits with the reason)."""
     import fdaimpute as fi
 
-    methods = _method_factories()
-    if args.method not in methods:
-        raise SystemExit(
-            f"unknown method {args.method!r}; available: {sorted(methods)}"
-        )
-    params = collect_params(args)
-    factory = methods[args.method][1]
-    check_params(factory(None, args.seed, False), params, args.method)
     try:
         data = fi.IrregularData.read_csv(
             args.input,
@@ -212,23 +214,44 @@ def _impute(args):
         raise SystemExit(
             f"cannot read {args.input}: {_cli_message(str(exc))}"
         ) from None
-    grid = _parse_grid(args.grid, data.time_range)
     print(f"Read {data}", file=sys.stderr)
-    est = factory(grid, args.seed, False)
+    return data
+
+
+def _estimator(args, method):
+    """The method's estimator with the command line's settings (grid to set)."""
+    methods = _method_factories()
+    if method not in methods:
+        raise SystemExit(f"unknown method {method!r}; available: {sorted(methods)}")
+    params = collect_params(args)
+    factory = methods[method][1]
+    check_params(factory(None, args.seed, False), params, method)
+    est = factory(None, args.seed, False)
     if hasattr(est, "extrapolate"):
         est.set_params(extrapolate=args.extrapolate)
     if hasattr(est, "verbose"):
         est.set_params(verbose=True)
     est.set_params(**params)
+    return est
+
+
+def _impute(args):
+    if args.model is not None:
+        return impute_with_model(args)
+    method = args.method or "pace"
+    est = _estimator(args, method)
+    data = _read_data(args)
+    grid = _parse_grid(args.grid or "101", data.time_range)
+    est.set_params(grid=grid)
     start = time.perf_counter()
     try:
         est.fit(data)
         out = est.transform(data, return_std=args.std)
     except (ValueError, TypeError, NotImplementedError) as exc:
-        raise SystemExit(f"{args.method}: {_cli_message(str(exc))}") from None
+        raise SystemExit(f"{method}: {_cli_message(str(exc))}") from None
     curves, std = out if args.std else (out, None)
     print(
-        f"Imputed {len(data)} curves with {args.method} in "
+        f"Imputed {len(data)} curves with {method} in "
         f"{time.perf_counter() - start:.1f} s",
         file=sys.stderr,
     )
@@ -277,6 +300,7 @@ def build_parser():
 
     _add_demo_command(sub)
     _add_impute_command(sub)
+    add_fit_command(sub)
     return parser
 
 
@@ -320,32 +344,22 @@ def _add_impute_command(sub):
     imp.add_argument("-o", "--output", required=True, help="CSV to write")
     imp.add_argument(
         "--method",
-        default="kernel",
-        help="kernel, pace, mice, vt or sand (default kernel)",
+        default=None,
+        help="kernel, pace, face, mice, vt or sand (default pace), fitted on the "
+        "input; or use --model",
     )
     imp.add_argument(
-        "--param",
-        action="append",
-        metavar="KEY=VALUE",
-        help="a setting of the method, e.g. --param bandwidth=0.1; repeat for "
-        "several; values are read as JSON (numbers, true, null, lists) or else "
-        "as text",
-    )
-    imp.add_argument(
-        "--params-file",
+        "--model",
         metavar="FILE",
-        help="JSON file (YAML if it ends in .yaml/.yml and PyYAML is installed) "
-        "mapping parameter names to values; --param entries override it",
+        help="a model saved by 'fdaimpute fit' (or an imputer's save()): "
+        "transform the input with it instead of fitting",
     )
     imp.add_argument(
         "--grid",
-        default="101",
+        default=None,
         help="output grid: a number of points over the observed range "
-        "(default 101) or start:stop:points",
+        "(default 101; with --model, the model's grid) or start:stop:points",
     )
-    imp.add_argument("--id", default="id", help="subject column (default id)")
-    imp.add_argument("--time", default="time", help="time column (default time)")
-    imp.add_argument("--value", default="value", help="value column (default value)")
     imp.add_argument(
         "--format",
         choices=["wide", "long"],
@@ -358,19 +372,8 @@ def _add_impute_command(sub):
         action="store_true",
         help="also write pointwise standard deviations (pace)",
     )
-    imp.add_argument(
-        "--duplicates",
-        choices=["raise", "average"],
-        default="raise",
-        help="what to do with repeated times within a subject: raise an error "
-        "(default) or average their values",
-    )
-    imp.add_argument(
-        "--extrapolate",
-        action="store_true",
-        help="allow a grid beyond the observed time range",
-    )
-    imp.add_argument("--seed", type=int, default=0, help="random seed (neural methods)")
+    add_data_options(imp)
+    add_method_options(imp)
     imp.set_defaults(func=_impute)
 
 

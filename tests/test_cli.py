@@ -35,6 +35,8 @@ def test_impute_wide_keeps_ids_in_input_order(long_csv, tmp_path, capsys):
             "age",
             "--value",
             "bmi",
+            "--method",
+            "kernel",
         ]
     )
     assert code == 0
@@ -115,7 +117,8 @@ def test_help_lists_commands(capsys):
     assert "demo" in text and "impute" in text
 
 
-NAMES = ["--id", "subject", "--time", "age", "--value", "bmi"]
+# the column names of long_csv, and the kernel (impute defaults to PACE)
+NAMES = ["--id", "subject", "--time", "age", "--value", "bmi", "--method", "kernel"]
 
 
 def _expected(df, est, **read):
@@ -247,3 +250,108 @@ def test_version_prints_the_package_version(capsys):
 
     main(["--version"])
     assert capsys.readouterr().out.strip() == __version__
+
+
+def test_impute_without_a_method_uses_pace(long_csv, tmp_path):
+    path, df = long_csv
+    out = tmp_path / "curves.csv"
+    main(["impute", str(path), "-o", str(out), "--grid", "0:1:11", *NAMES[:6]])
+    grid = np.linspace(0, 1, 11)
+    assert_allclose(
+        _wide(out), _expected(df, fi.PACEImputer(grid=grid, random_state=0))
+    )
+
+
+@pytest.mark.parametrize("method", ["pace", "kernel", "vt"])
+def test_fit_then_impute_with_the_saved_model(method, long_csv, tmp_path, capsys):
+    path, df = long_csv
+    model = tmp_path / "model.fdai"
+    fit = ["fit", str(path), "--save", str(model), "--method", method, *NAMES[:6]]
+    if method == "vt":
+        fit += ["--epochs", "2", "--param", "d_model=8", "--param", "n_heads=1"]
+    assert main([*fit, "--grid", "0:1:11"]) == 0
+    assert "Saved" in capsys.readouterr().err
+    out = tmp_path / "curves.csv"
+    # new subjects: a different file than the one fitted
+    new = df[df["subject"].isin(pd.unique(df["subject"])[:7])]
+    new_path = tmp_path / "new.csv"
+    new.to_csv(new_path, index=False)
+    assert (
+        main(
+            ["impute", str(new_path), "--model", str(model), "-o", str(out), *NAMES[:6]]
+        )
+        == 0
+    )
+    est = fi.persistence.load(model)
+    data = fi.IrregularData.from_long(new, id="subject", time="age", value="bmi")
+    assert_allclose(_wide(out), est.transform(data))
+    assert_array_equal(pd.read_csv(out)["id"], pd.unique(new["subject"]))
+    # the model's grid unless --grid says otherwise
+    assert _wide(out).shape[1] == 11
+    main(
+        [
+            "impute",
+            str(new_path),
+            "--model",
+            str(model),
+            "-o",
+            str(out),
+            "--grid",
+            "0:1:5",
+            *NAMES[:6],
+        ]
+    )
+    assert _wide(out).shape[1] == 5
+
+
+def test_fit_with_python_gives_the_same_model(long_csv, tmp_path):
+    path, df = long_csv
+    model = tmp_path / "pace.fdai"
+    main(["fit", str(path), "--save", str(model), "--grid", "0:1:11", *NAMES[:6]])
+    data = fi.IrregularData.from_long(df, id="subject", time="age", value="bmi")
+    ours = fi.PACEImputer(grid=np.linspace(0, 1, 11), random_state=0).fit(data)
+    assert_allclose(fi.persistence.load(model).transform(data), ours.transform(data))
+
+
+def test_bad_models_and_misused_flags_are_reported(long_csv, tmp_path):
+    path, _ = long_csv
+    out = tmp_path / "curves.csv"
+    impute = ["impute", str(path), "-o", str(out), *NAMES[:6], "--model"]
+    text = tmp_path / "notes.txt"
+    text.write_text("not a model\n")
+    with pytest.raises(SystemExit, match="cannot load model .*not an fdaimpute model"):
+        main([*impute, str(text)])
+    good = tmp_path / "good.fdai"
+    main(["fit", str(path), "--save", str(good), "--method", "kernel", *NAMES[:6]])
+    cut = tmp_path / "cut.fdai"
+    cut.write_bytes(good.read_bytes()[:-10])
+    with pytest.raises(SystemExit, match="cannot load model .*truncated"):
+        main([*impute, str(cut)])
+    blob = bytearray(good.read_bytes())
+    blob[-5] ^= 0xFF
+    bad = tmp_path / "bad.fdai"
+    bad.write_bytes(bytes(blob))
+    with pytest.raises(SystemExit, match="corrupted"):
+        main([*impute, str(bad)])
+    other = good.read_bytes().replace(
+        b'"format_version": 1', b'"format_version": 99', 1
+    )
+    later = tmp_path / "later.fdai"
+    later.write_bytes(other)
+    with pytest.raises(SystemExit, match="format version 99"):
+        main([*impute, str(later)])
+    with pytest.raises(SystemExit, match="cannot load model .*No such file"):
+        main([*impute, str(tmp_path / "missing.fdai")])
+    with pytest.raises(SystemExit, match="--method .* or --model, not both"):
+        main([*impute, str(good), "--method", "pace"])
+    with pytest.raises(SystemExit, match="--epochs applies to vt and sand, not pace"):
+        main(["fit", str(path), "--save", str(good), "--epochs", "3", *NAMES[:6]])
+    with pytest.raises(SystemExit, match="column 'id'.*not in the table"):
+        main(["fit", str(path), "--save", str(good)])
+
+
+def test_fit_refuses_to_run_in_several_processes(long_csv, tmp_path, monkeypatch):
+    path, _ = long_csv
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit, match="2 processes"):
+        main(["fit", str(path), "--save", str(tmp_path / "m.fdai"), *NAMES[:6]])

@@ -1,0 +1,179 @@
+"""``fdaimpute fit``, imputation with a saved model, and the options both share."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+__all__ = [
+    "add_data_options",
+    "add_fit_command",
+    "add_method_options",
+    "impute_with_model",
+]
+
+# Set by torchrun (and other launchers) in every process they start.
+_WORLD_SIZE = "WORLD_SIZE"
+
+
+def add_data_options(parser):
+    """Column names of the long CSV and what to do with repeated times."""
+    parser.add_argument("--id", default="id", help="subject column (default id)")
+    parser.add_argument("--time", default="time", help="time column (default time)")
+    parser.add_argument("--value", default="value", help="value column (default value)")
+    parser.add_argument(
+        "--duplicates",
+        choices=["raise", "average"],
+        default="raise",
+        help="what to do with repeated times within a subject: raise an error "
+        "(default) or average their values",
+    )
+
+
+def add_method_options(parser):
+    """A method's settings: --param, --params-file, --extrapolate, --seed."""
+    parser.add_argument(
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a setting of the method, e.g. --param bandwidth=0.1; repeat for "
+        "several; values are read as JSON (numbers, true, null, lists) or else "
+        "as text",
+    )
+    parser.add_argument(
+        "--params-file",
+        metavar="FILE",
+        help="JSON file (YAML if it ends in .yaml/.yml and PyYAML is installed) "
+        "mapping parameter names to values; --param entries override it",
+    )
+    parser.add_argument(
+        "--extrapolate",
+        action="store_true",
+        help="allow a grid beyond the observed time range",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def add_fit_command(sub):
+    """The ``fit`` subcommand and its options."""
+    fit = sub.add_parser(
+        "fit",
+        help="fit an imputer on a long CSV file and save it",
+        description="Read a long CSV (one row per observation), fit an imputer on "
+        "all subjects and save it, to impute this or other files later with "
+        "'fdaimpute impute FILE --model MODEL'.",
+    )
+    fit.add_argument("input", help="CSV with one row per observation")
+    fit.add_argument("--save", required=True, metavar="FILE", help="model file")
+    fit.add_argument(
+        "--method",
+        default="pace",
+        help="kernel, pace, face, mice, vt or sand (default pace)",
+    )
+    fit.add_argument(
+        "--grid",
+        default="101",
+        help="the model's output grid: a number of points over the observed "
+        "range (default 101) or start:stop:points",
+    )
+    fit.add_argument(
+        "--epochs", type=int, help="training epochs (vt and sand: max_epochs)"
+    )
+    fit.add_argument(
+        "--device", help="where to train (vt and sand): auto, cpu, cuda, cuda:1"
+    )
+    add_data_options(fit)
+    add_method_options(fit)
+    fit.set_defaults(func=_fit)
+
+
+def _refuse_distributed():
+    world = os.environ.get(_WORLD_SIZE, "1")
+    if world.isdigit() and int(world) > 1:
+        raise SystemExit(
+            f"fdaimpute fit was started in {world} processes ({_WORLD_SIZE}="
+            f"{world}), but it does not train across processes yet: each would "
+            "fit its own model. Run it as one process."
+        )
+
+
+def _fit(args):
+    from fdaimpute.cli import _cli_message, _estimator, _parse_grid, _read_data
+
+    _refuse_distributed()
+    est = _estimator(args, args.method)
+    data = _read_data(args)
+    est.set_params(grid=_parse_grid(args.grid, data.time_range))
+    extra = {"max_epochs": args.epochs, "device": args.device}
+    for name, value in extra.items():
+        if value is None:
+            continue
+        if name not in est.get_params():
+            flag = "--epochs" if name == "max_epochs" else "--device"
+            raise SystemExit(f"{flag} applies to vt and sand, not {args.method}")
+        est.set_params(**{name: value})
+    start = time.perf_counter()
+    try:
+        est.fit(data)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise SystemExit(f"{args.method}: {_cli_message(str(exc))}") from None
+    print(
+        f"Fitted {args.method} on {len(data)} subjects in "
+        f"{time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+    )
+    try:
+        est.save(args.save)
+    except OSError as exc:
+        raise SystemExit(f"cannot write {args.save}: {exc}") from None
+    print(f"Saved {args.save}", file=sys.stderr)
+    return 0
+
+
+def _load(path):
+    from fdaimpute.persistence import load
+
+    try:
+        est = load(path)
+    except (ValueError, TypeError, OSError) as exc:
+        raise SystemExit(f"cannot load model {path}: {exc}") from None
+    if not hasattr(est, "grid_"):
+        raise SystemExit(
+            f"{path} holds an unfitted {type(est).__name__}; fit it before saving"
+        )
+    return est
+
+
+def impute_with_model(args):
+    """``fdaimpute impute FILE --model MODEL``: transform with a saved imputer."""
+    from fdaimpute.cli import _cli_message, _parse_grid, _read_data, _write_curves
+
+    if args.method is not None:
+        raise SystemExit("give --method (fit on the input) or --model, not both")
+    if args.param or args.params_file:
+        raise SystemExit(
+            "--param and --params-file set a method before fitting; a saved "
+            "model is already fitted"
+        )
+    est = _load(args.model)
+    name = type(est).__name__
+    data = _read_data(args)
+    grid = est.grid_ if args.grid is None else _parse_grid(args.grid, est.time_range_)
+    if args.extrapolate and hasattr(est, "extrapolate"):
+        est.set_params(extrapolate=True)
+    start = time.perf_counter()
+    try:
+        out = est.transform(data, grid=grid, return_std=args.std)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise SystemExit(f"{name}: {_cli_message(str(exc))}") from None
+    curves, std = out if args.std else (out, None)
+    print(
+        f"Imputed {len(data)} curves with the {name} of {args.model} in "
+        f"{time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+    )
+    names = (args.id, args.time, args.value)
+    _write_curves(args.output, data.ids, grid, curves, std, args.format, names)
+    print(f"Wrote {args.output}", file=sys.stderr)
+    return 0
