@@ -88,20 +88,39 @@ def add_fit_command(sub):
     fit.set_defaults(func=_fit)
 
 
-def _refuse_distributed():
+def _world_size():
     world = os.environ.get(_WORLD_SIZE, "1")
-    if world.isdigit() and int(world) > 1:
+    return int(world) if world.isdigit() else 1
+
+
+def _join_process_group(est, method):
+    """Under a launcher with several processes: join its group; return the rank.
+
+    The neural imputers train on every rank together (gloo on CPUs, NCCL on
+    GPUs, one GPU per process); the other methods have nothing to share
+    between processes and are refused.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if "max_epochs" not in est.get_params():
         raise SystemExit(
-            f"fdaimpute fit was started in {world} processes ({_WORLD_SIZE}="
-            f"{world}), but it does not train across processes yet: each would "
-            "fit its own model. Run it as one process."
+            f"{method} does not train across processes; run it as one process "
+            "(only vt and sand use torchrun's processes)"
         )
+    device = str(est.get_params().get("device", "auto"))
+    cuda = torch.cuda.is_available() and device != "cpu"
+    if cuda:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        est.set_params(device=f"cuda:{local}")
+    dist.init_process_group(backend="nccl" if cuda else "gloo")
+    return dist.get_rank()
 
 
 def _fit(args):
     from fdaimpute.cli import _cli_message, _estimator, _parse_grid, _read_data
 
-    _refuse_distributed()
     est = _estimator(args, args.method)
     data = _read_data(args)
     est.set_params(grid=_parse_grid(args.grid, data.time_range))
@@ -113,11 +132,20 @@ def _fit(args):
             flag = "--epochs" if name == "max_epochs" else "--device"
             raise SystemExit(f"{flag} applies to vt and sand, not {args.method}")
         est.set_params(**{name: value})
+    rank = _join_process_group(est, args.method) if _world_size() > 1 else 0
     start = time.perf_counter()
     try:
         est.fit(data)
     except (ValueError, TypeError, NotImplementedError) as exc:
         raise SystemExit(f"{args.method}: {_cli_message(str(exc))}") from None
+    finally:
+        if _world_size() > 1:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+    if rank != 0:
+        return 0
     print(
         f"Fitted {args.method} on {len(data)} subjects in "
         f"{time.perf_counter() - start:.1f} s",

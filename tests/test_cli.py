@@ -5,6 +5,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import fdaimpute as fi
 from fdaimpute.cli import _parse_value, main
+from fdaimpute.persistence import load
 
 
 @pytest.fixture
@@ -282,7 +283,7 @@ def test_fit_then_impute_with_the_saved_model(method, long_csv, tmp_path, capsys
         )
         == 0
     )
-    est = fi.persistence.load(model)
+    est = load(model)
     data = fi.IrregularData.from_long(new, id="subject", time="age", value="bmi")
     assert_allclose(_wide(out), est.transform(data))
     assert_array_equal(pd.read_csv(out)["id"], pd.unique(new["subject"]))
@@ -310,7 +311,7 @@ def test_fit_with_python_gives_the_same_model(long_csv, tmp_path):
     main(["fit", str(path), "--save", str(model), "--grid", "0:1:11", *NAMES[:6]])
     data = fi.IrregularData.from_long(df, id="subject", time="age", value="bmi")
     ours = fi.PACEImputer(grid=np.linspace(0, 1, 11), random_state=0).fit(data)
-    assert_allclose(fi.persistence.load(model).transform(data), ours.transform(data))
+    assert_allclose(load(model).transform(data), ours.transform(data))
 
 
 def test_bad_models_and_misused_flags_are_reported(long_csv, tmp_path):
@@ -350,8 +351,10 @@ def test_bad_models_and_misused_flags_are_reported(long_csv, tmp_path):
         main(["fit", str(path), "--save", str(good)])
 
 
-def test_fit_refuses_to_run_in_several_processes(long_csv, tmp_path, monkeypatch):
+def test_fit_refuses_methods_that_cannot_share_processes(
+    long_csv, tmp_path, monkeypatch
+):
     path, _ = long_csv
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(SystemExit, match="2 processes"):
+    with pytest.raises(SystemExit, match="pace does not train across processes"):
         main(["fit", str(path), "--save", str(tmp_path / "m.fdai"), *NAMES[:6]])

@@ -20,6 +20,7 @@ import warnings
 
 import torch
 
+from fdaimpute.nn import distributed
 from fdaimpute.nn.batching import hide_observations, shuffled_batches
 from fdaimpute.nn.inference import predict_curves, read_at
 from fdaimpute.nn.optim import make_adam, make_schedule
@@ -112,6 +113,12 @@ class Trainer:
 
     Notes
     -----
+    Under a ``torch.distributed`` process group (e.g. ``torchrun``) every
+    rank runs this loop on the same data; each global batch is dealt out to
+    the ranks and the gradients averaged (DistributedDataParallel), losses
+    are averaged over ranks and only rank 0 shows progress (see
+    :mod:`fdaimpute.nn.distributed`).
+
     Faults during :meth:`fit`:
 
     - a non-finite loss or weight after an epoch stops training and
@@ -161,7 +168,8 @@ class Trainer:
         self.device = grid.device
         self.amp = bool(amp) and self.device.type == "cuda"
         self.bucket = bucket
-        self.verbose = verbose
+        self.rank, self.world_size = distributed.world()
+        self.verbose = verbose and self.rank == 0
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.cpu_generator = torch.Generator().manual_seed(seed + 1)
         self.history = {}
@@ -198,17 +206,27 @@ class Trainer:
         steps = max(1, self.max_epochs * math.ceil(n_train / self.batch_size))
         self.scheduler = make_schedule(self.optimizer, self.lr_schedule, steps)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
+        self.model = self.module
+        if self.world_size > 1:
+            self.model = distributed.wrap(self.module, self.device)
 
     def batches(self, data):
         """Index tensors of one epoch's batches (shuffled, length-bucketed)."""
-        return shuffled_batches(data, self.batch_size, self.bucket, self.cpu_generator)
+        batches = shuffled_batches(
+            data, self.batch_size, self.bucket, self.cpu_generator
+        )
+        return [distributed.shard(i, self.rank, self.world_size) for i in batches]
 
     # ------------------------------------------------------------------ #
     # one step
     def forward(self, batch, return_hidden=False):
         """Model outputs for a batch (autocast on CUDA when ``amp``)."""
+        # training goes through DistributedDataParallel when there is one
+        net = (
+            getattr(self, "model", self.module) if self.module.training else self.module
+        )
         with torch.autocast("cuda", dtype=torch.float16, enabled=self.amp):
-            return self.module(
+            return net(
                 batch.times,
                 batch.values,
                 batch.visible,
@@ -299,7 +317,12 @@ class Trainer:
             [objective.isfinite()]
             + [p.isfinite().all() for p in self.module.parameters()]
         ).all()
-        return (data_loss / n_batches).item(), bool(finite), (regs / n_batches).tolist()
+        size = self.world_size
+        finite = distributed.all_finite(bool(finite), self.device, size)
+        loss = distributed.mean_over_ranks(
+            (data_loss / n_batches).item(), self.device, size
+        )
+        return loss, finite, (regs / n_batches).tolist()
 
     @torch.no_grad()
     def validate(self, data, hidden):
@@ -392,6 +415,9 @@ class Trainer:
             train_loss, finite, penalties = self.run_epoch(train)
             valid_loss = (
                 self.validate(valid, valid_hidden) if valid is not None else None
+            )
+            valid_loss = distributed.mean_over_ranks(
+                valid_loss, self.device, self.world_size
             )
             record = {
                 "epoch": epoch,

@@ -1,0 +1,112 @@
+"""Neural training across processes: torchrun with the gloo backend, on CPU."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from numpy.testing import assert_allclose, assert_array_equal
+
+import fdaimpute as fi
+from fdaimpute.persistence import load
+
+pytestmark = pytest.mark.skipif(
+    not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+    reason="torch.distributed with gloo is not available",
+)
+
+# Every rank fits the same tiny network on the same data, saves its weights,
+# and rank 0 saves the model; with one process and no launcher it does the
+# same without a process group.
+WORKER = textwrap.dedent(
+    """
+    import os, sys
+    import numpy as np, torch
+    import fdaimpute as fi
+
+    out, cls = sys.argv[1], sys.argv[2]
+    sim = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
+    est = getattr(fi, cls)(
+        d_model=8, n_heads=2, encoder_layers=1, decoder_layers=1,
+        dim_feedforward=16, encoding_dim=8, max_epochs=2, batch_size=16,
+        validation_fraction=0.2, random_state=0, device="cpu",
+    )
+    launched = "WORLD_SIZE" in os.environ
+    if launched:
+        torch.distributed.init_process_group("gloo")
+    rank = torch.distributed.get_rank() if launched else 0
+    est.fit(sim.train.data)
+    state = {k: v.detach().clone() for k, v in est.module_.state_dict().items()}
+    torch.save(state, f"{out}/weights{rank}.pt")
+    np.save(f"{out}/curves{rank}.npy", est.transform(sim.test.data))
+    if rank == 0:
+        est.save(f"{out}/model.fdai")
+    if launched:
+        torch.distributed.destroy_process_group()
+    """
+)
+
+
+def _run(tmp_path, cls, processes):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    if processes:
+        launch = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        launch += [f"--nproc_per_node={processes}"]
+    else:
+        launch = [sys.executable]
+    env = {"OMP_NUM_THREADS": "1", **__import__("os").environ}
+    done = subprocess.run(
+        [*launch, str(script), str(tmp_path), cls],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _weights(path):
+    return torch.load(path, weights_only=True)
+
+
+@pytest.mark.parametrize("cls", ["VTImputer", "SANDImputer"])
+def test_two_processes_train_one_model(tmp_path, cls):
+    _run(tmp_path, cls, processes=2)
+    first, second = (
+        _weights(tmp_path / "weights0.pt"),
+        _weights(tmp_path / "weights1.pt"),
+    )
+    assert first.keys() == second.keys()
+    for name in first:
+        assert_array_equal(first[name].numpy(), second[name].numpy(), err_msg=name)
+    # the model rank 0 saved loads in a plain process and imputes the same
+    model = load(tmp_path / "model.fdai")
+    assert not any(k.startswith("module.") for k in model.module_.state_dict())
+    sim = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
+    assert_allclose(model.transform(sim.test.data), np.load(tmp_path / "curves1.npy"))
+
+
+def test_one_process_under_torchrun_equals_no_launcher(tmp_path):
+    alone, launched = tmp_path / "alone", tmp_path / "launched"
+    alone.mkdir()
+    launched.mkdir()
+    _run(alone, "SANDImputer", processes=0)
+    _run(launched, "SANDImputer", processes=1)
+    assert_array_equal(
+        np.load(alone / "curves0.npy"), np.load(launched / "curves0.npy")
+    )
+
+
+def test_two_processes_differ_from_one_only_by_the_batch_split(tmp_path):
+    # not a copy of one process's fit: the ranks shared the batches
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    _run(one, "VTImputer", processes=0)
+    _run(two, "VTImputer", processes=2)
+    a, b = np.load(one / "curves0.npy"), np.load(two / "curves0.npy")
+    assert not np.array_equal(a, b)
+    assert np.abs(a - b).max() < 0.5 * np.abs(a).max()
