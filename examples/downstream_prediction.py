@@ -1,7 +1,10 @@
-"""Imputed curves as features: a Pipeline predicting a scalar from sparse data.
+"""
+Imputed curves as features in a Pipeline
+========================================
 
-The target is each subject's average level over the middle of the interval,
-which no single observation reveals. The imputer's settings are tuned by
+A Pipeline predicting a scalar from sparse data. The target is each subject's
+average level over the middle of the interval, which no single observation
+reveals. The imputer's settings are tuned by
 cross-validation together with the regressor.
 
     python examples/downstream_prediction.py

@@ -1,6 +1,11 @@
-"""Impute sparse curves, compare with the truth, and plot a few subjects.
+"""
+Quick start
+===========
 
-python examples/quickstart.py
+Impute sparse curves, compare them with the truth and with the oracle (the best
+linear predictor from the true covariance), and plot a few subjects.
+
+    python examples/quickstart.py
 """
 
 import matplotlib

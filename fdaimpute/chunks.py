@@ -4,7 +4,7 @@
 rows at a time and yields :class:`~fdaimpute.data.IrregularData` chunks in
 which no subject is split: the rows of the last subject of a block are held
 back and joined to the next block. It can be read again and again, which is
-what :meth:`fdaimpute.pace.PACEImputer.fit_chunks` needs, and each chunk can
+what :meth:`fdaimpute.PACEImputer.fit_chunks` needs, and each chunk can
 also be passed to ``transform`` to impute a large file piece by piece.
 """
 

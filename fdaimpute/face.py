@@ -92,9 +92,9 @@ class FACEImputer(BaseImputer):
     covariance_ : ndarray of shape (n_grid, n_grid)
         The covariance on ``grid_``, from all positive eigenpairs of the
         fitted surface (symmetric, positive semi-definite).
-    eigenvalues_ : ndarray of shape (n_components_,)
+    eigenvalues_ : ndarray of shape (K,) with K = ``n_components_``
         Leading eigenvalues.
-    eigenfunctions_ : ndarray of shape (n_grid, n_components_)
+    eigenfunctions_ : ndarray of shape (n_grid, K)
         Leading eigenfunctions on ``grid_`` (unit L2 norm over the range).
     noise_variance_ : float
         Measurement-error variance: the predictor's, capped by the
@@ -106,7 +106,7 @@ class FACEImputer(BaseImputer):
     n_components_ : int
         Number of components ``K`` (0 if the data show no variation
         between subjects: every curve is then the mean).
-    fve_ : ndarray of shape (n_components_,)
+    fve_ : ndarray of shape (K,)
         Cumulative fraction of variance explained.
     lambda_mean_, lambda_cov_ : float
         Smoothing parameters used.
@@ -301,7 +301,7 @@ class FACEImputer(BaseImputer):
 
         Returns
         -------
-        ndarray or DataFrame of shape (n_subjects, n_components_)
+        ndarray or DataFrame of shape (n_subjects, K)
             ``E[xi_i | y_i]`` under the fitted model; a DataFrame indexed by
             subject id with columns ``score_1`` ... after
             ``set_output(transform="pandas")``.

@@ -135,7 +135,7 @@ scikit-fda object
 
         Returns
         -------
-        ndarray or DataFrame of shape (n_subjects, n_features_out_)
+        ndarray or DataFrame of shape (n_subjects, n_features)
             One row per subject, in input order; a DataFrame indexed by
             subject id with the columns of :meth:`get_feature_names_out`
             after ``set_output(transform="pandas")``.

@@ -145,9 +145,9 @@ default="cv"
         that is interpolated to other times).
     covariance_ : ndarray of shape (n_work_grid, n_work_grid)
         Smoothed covariance surface on ``work_grid_``.
-    eigenvalues_ : ndarray of shape (n_components_,)
+    eigenvalues_ : ndarray of shape (K,) with K = ``n_components_``
         Leading eigenvalues.
-    eigenfunctions_ : ndarray of shape (n_work_grid, n_components_)
+    eigenfunctions_ : ndarray of shape (n_work_grid, K)
         Eigenfunctions on ``work_grid_``, normalised to unit L2 norm.
     noise_variance_ : float
         Estimated measurement-error variance ``sigma^2`` (what a new
@@ -158,7 +158,7 @@ default="cv"
         points showed that a larger one predicts better (see Notes).
     n_components_ : int
         Number of components used.
-    fve_ : ndarray of shape (n_components_,)
+    fve_ : ndarray of shape (K,)
         Cumulative fraction of variance explained by the leading components.
     bandwidth_mean_ : float
         Bandwidth of the mean smoother.
@@ -420,7 +420,7 @@ default="cv"
         """Fit on data read in chunks of whole subjects, never all in memory.
 
         The chunks are read three times (see :mod:`fdaimpute.chunks` and
-        ``docs/pace.md``); the model is the one :meth:`fit` gives on all the
+        ``docs/pace.md``); the model is the one ``fit`` gives on all the
         subjects in the order read, up to rounding. The rules that need all
         observations at once (``bandwidth_mean="cv"``,
         ``bandwidth_cov="gcv"``, ``n_components="aic"`` or ``"bic"``) are
@@ -556,7 +556,7 @@ default="cv"
 
         Returns
         -------
-        ndarray or DataFrame of shape (n_subjects, n_components_)
+        ndarray or DataFrame of shape (n_subjects, K)
             ``E[xi_i | y_i]`` under the fitted model, for downstream use; a
             DataFrame indexed by subject id with columns ``score_1`` ... after
             ``set_output(transform="pandas")``.

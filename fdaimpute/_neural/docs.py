@@ -135,7 +135,7 @@ COMMON_ATTRS_DOC = """
         best finite epoch is kept, with a warning) or ``"interrupted"``.
     interrupted_ : bool
         Whether training stopped on a ``KeyboardInterrupt`` (see
-        :meth:`fit`); the best epoch so far is kept and ``error_head_`` is
+        ``fit``); the best epoch so far is kept and ``error_head_`` is
         None.
     config_ : dict
         The settings used: every size and training parameter (``d_model``,
