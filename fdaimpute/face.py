@@ -142,8 +142,9 @@ class FACEImputer(BaseImputer):
     error. The last two are weighed, as in PACE, on points hidden from a
     refit (up to 3,000 subjects, a fifth of each one's points); the hidden
     points' noise is ``noise_variance_``, so the variance the surface leaves
-    on its diagonal goes to the curve's band. A band for a new observation
-    adds ``noise_variance_``.
+    on its diagonal goes to the curve's band (the posterior SD alone where
+    the data cannot be refitted without the hidden points, e.g. two points
+    per subject). A band for a new observation adds ``noise_variance_``.
 
     *Limits.* A tensor-product spline surface cannot follow a kink along the
     diagonal (rough processes such as the SAND paper's); the variance it

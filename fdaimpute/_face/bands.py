@@ -43,7 +43,8 @@ def held_out_bands(
     Returns
     -------
     weight : float
-        ``w`` in ``[0, 1]``.
+        ``w`` in ``[0, 1]`` (1, with ``tau^2 = 0``, when the data cannot be
+        refitted without the hidden points).
     misfit : float
         ``tau^2 >= 0``, in squared data units.
     """
@@ -55,9 +56,14 @@ def held_out_bands(
     visible[hidden] = False
     kept = np.add.reduceat(visible.astype(np.int64), offsets[:-1])
     refit_offsets = np.concatenate([[0], np.cumsum(kept)])
-    model = fit(
-        times[visible], values[visible], refit_offsets, time_range, options
-    ).model
+    try:
+        model = fit(
+            times[visible], values[visible], refit_offsets, time_range, options
+        ).model
+    except ValueError:
+        # too few points left to refit (e.g. every subject has two): the
+        # bands are the posterior SD alone
+        return 1.0, 0.0
     if model.n_components == 0:
         return 1.0, 0.0
 
