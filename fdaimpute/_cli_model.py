@@ -175,7 +175,7 @@ def _load(path):
 
 def impute_with_model(args):
     """``fdaimpute impute FILE --model MODEL``: transform with a saved imputer."""
-    from fdaimpute.cli import _cli_message, _parse_grid, _read_data, _write_curves
+    from fdaimpute.cli import _cli_message, _parse_grid, _read_data, write_output
 
     if args.method is not None:
         raise SystemExit("give --method (fit on the input) or --model, not both")
@@ -195,13 +195,4 @@ def impute_with_model(args):
         out = est.transform(data, grid=grid, return_std=args.std)
     except (ValueError, TypeError, NotImplementedError) as exc:
         raise SystemExit(f"{name}: {_cli_message(str(exc))}") from None
-    curves, std = out if args.std else (out, None)
-    print(
-        f"Imputed {len(data)} curves with the {name} of {args.model} in "
-        f"{time.perf_counter() - start:.1f} s",
-        file=sys.stderr,
-    )
-    names = (args.id, args.time, args.value)
-    _write_curves(args.output, data.ids, grid, curves, std, args.format, names)
-    print(f"Wrote {args.output}", file=sys.stderr)
-    return 0
+    return write_output(args, data, grid, out, f"the {name} of {args.model}", start)

@@ -249,9 +249,14 @@ def _impute(args):
         out = est.transform(data, return_std=args.std)
     except (ValueError, TypeError, NotImplementedError) as exc:
         raise SystemExit(f"{method}: {_cli_message(str(exc))}") from None
+    return write_output(args, data, grid, out, method, start)
+
+
+def write_output(args, data, grid, out, label, start):
+    """Report the imputation that began at ``start`` and write its curves."""
     curves, std = out if args.std else (out, None)
     print(
-        f"Imputed {len(data)} curves with {method} in "
+        f"Imputed {len(data)} curves with {label} in "
         f"{time.perf_counter() - start:.1f} s",
         file=sys.stderr,
     )
