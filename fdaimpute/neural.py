@@ -102,6 +102,7 @@ class VTImputer(_NeuralImputer):
         lr_schedule=None,
         patience=None,
         validation_fraction=0.1,
+        calibration_folds="auto",
         clip_grad=1.0,
         regularizers=None,
         device="auto",
@@ -130,6 +131,7 @@ class VTImputer(_NeuralImputer):
         self.lr_schedule = lr_schedule
         self.patience = patience
         self.validation_fraction = validation_fraction
+        self.calibration_folds = calibration_folds
         self.clip_grad = clip_grad
         self.regularizers = regularizers
         self.device = device
@@ -308,6 +310,7 @@ class SANDImputer(_NeuralImputer):
         lr_schedule=None,
         patience=None,
         validation_fraction=0.1,
+        calibration_folds="auto",
         clip_grad=1.0,
         regularizers=None,
         device="auto",
@@ -342,6 +345,7 @@ class SANDImputer(_NeuralImputer):
         self.lr_schedule = lr_schedule
         self.patience = patience
         self.validation_fraction = validation_fraction
+        self.calibration_folds = calibration_folds
         self.clip_grad = clip_grad
         self.regularizers = regularizers
         self.device = device

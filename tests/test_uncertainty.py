@@ -167,7 +167,8 @@ def test_error_model_is_fitted_on_the_held_out_subjects_only(sim, monkeypatch):
 
     monkeypatch.setattr(Trainer, "fit", spy_trainer)
     monkeypatch.setattr(uncertainty, "fit_error_head", spy_head)
-    est = VTImputer(**{**TINY, "max_epochs": 1}).fit(sim.train.data)
+    est = VTImputer(**{**TINY, "max_epochs": 1})
+    est.fit(sim.train.data)
     assert est.error_head_ is not None
     train, selection, calib = seen["train"], seen["selection"], seen["calibration"]
     # never on a training subject; on the held-out ones that also chose the
@@ -181,6 +182,78 @@ def test_error_model_is_fitted_on_the_held_out_subjects_only(sim, monkeypatch):
         len(selection),
         len(calib),
     ]
+
+
+def test_cross_fitted_error_model_sees_every_subject_out_of_fold(sim, monkeypatch):
+    from fdaimpute.nn import Trainer, uncertainty
+
+    trained, seen = [], {}
+    trainer_fit, head_fit = Trainer.fit, uncertainty.fit_error_head
+
+    def spy_trainer(self, train, *args):
+        out = trainer_fit(self, train, *args)
+        trained.append((self.module, _first_points(train), len(self.history["epoch"])))
+        return out
+
+    def spy_head(modules, folds, *args, **kwargs):
+        seen["modules"], seen["folds"] = modules, [_first_points(f) for f in folds]
+        return head_fit(modules, folds, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "fit", spy_trainer)
+    monkeypatch.setattr(uncertainty, "fit_error_head", spy_head)
+    est = VTImputer(**{**TINY, "max_epochs": 3, "calibration_folds": 3})
+    data = sim.train.data[:90]
+    est.fit(data)
+    assert est.error_head_ is not None
+    folds = seen["folds"]
+    assert len(folds) == 3 and len(set().union(*folds)) == len(data)
+    assert sum(map(len, folds)) == len(data)
+    by_module = {id(m): (subjects, epochs) for m, subjects, epochs in trained[1:]}
+    for module, fold in zip(seen["modules"], folds):
+        subjects, epochs = by_module[id(module)]
+        # trained on the other folds, as many epochs as the imputer kept
+        assert not subjects & fold and len(subjects | fold) == len(data)
+        assert epochs == est.best_epoch_ + 1
+    assert seen["modules"][0] is not est.module_
+
+
+def test_cross_fitting_leaves_the_curves_and_is_off_at_large_n(sim):
+    from fdaimpute._neural.crossfit import n_folds
+
+    data = sim.train.data[:60]
+    plain = VTImputer(**TINY).fit(data)
+    crossed = VTImputer(**{**TINY, "calibration_folds": 2}).fit(data)
+    test = sim.test.data
+    assert_allclose(crossed.transform(test), plain.transform(test), rtol=1e-6)
+    sd_plain = plain.transform(test, return_std=True)[1]
+    assert not np.allclose(crossed.transform(test, return_std=True)[1], sd_plain)
+    assert [n_folds("auto", n, False) for n in (10, 499, 500, 5000)] == [5, 5, 0, 0]
+    assert n_folds(3, 2, False) == 2 and n_folds(3, 100, True) == 0
+    assert n_folds(None, 100, False) == 0
+    with pytest.raises(ValueError, match="calibration_folds"):
+        VTImputer(**{**TINY, "calibration_folds": 1}).fit(data)
+
+
+def test_cross_fitting_covers_a_heavy_tailed_process_with_few_subjects():
+    # Student t scores, 3-5 points each, 80 subjects: 8 held-out subjects
+    # left the bands at 70% coverage of the true curves of fresh subjects
+    sim = fi.simulate.sand_paper(
+        n=80, n_obs="3-5", scores="t5", random_state=0, split=(1, 0, 0)
+    )
+    fresh = fi.simulate.sand_paper(
+        n=400, n_obs="3-5", scores="t5", random_state=99, split=(0, 0, 1)
+    ).test
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        covered = {}
+        for folds in (None, "auto"):
+            est = VTImputer(**{**TINY, "calibration_folds": folds}).fit(sim.train.data)
+            curves, std = est.transform(fresh.data, return_std=True)
+            covered[folds] = np.mean(np.abs(curves - fresh.truth) <= 1.96 * std)
+    finally:
+        torch.set_num_threads(before)
+    assert covered["auto"] >= 0.9 and covered[None] < 0.8
 
 
 def test_std_survives_pickling(fitted, sim, tmp_path):

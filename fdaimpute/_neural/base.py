@@ -18,6 +18,7 @@ from sklearn.utils import check_random_state
 
 from fdaimpute._interpolate import interpolate_c1_rows, interpolate_rows
 from fdaimpute._neural.config import PRESETS, SIZE_PARAMS
+from fdaimpute._neural.crossfit import cross_fit, n_folds
 from fdaimpute._neural.features import EncoderFeaturesMixin
 from fdaimpute._neural.persistence import TorchStatePickling, resolve_device
 from fdaimpute._validation import rounding_slack
@@ -37,6 +38,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
     _has_derivative = False
     #: What models saved before the ``norm`` parameter existed used.
     norm = "layer"
+    #: What models saved before ``calibration_folds`` existed used.
+    calibration_folds = None
 
     # ------------------------------------------------------------------ #
     # hooks
@@ -166,11 +169,16 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 module, grid, cfg, regularizers, amp, seed, start_epoch=offset
             )
             self._train(trainer, train, data, device, seed)
-            calib_t = None
+            self._record(trainer, module, offset, warm)
+            modules, calib = [module], None
             if len(valid) and not trainer.interrupted:
-                calib_t = self._tensors(valid, device)
-            self._fit_uncertainty(module, grid, data, calib_t, seed)
-        self._record(trainer, module, offset, warm)
+                calib = [self._tensors(valid, device)]
+                folds = n_folds(self.calibration_folds, len(data), warm)
+                if folds:
+                    modules, calib = cross_fit(
+                        self, data, grid, cfg, regularizers, amp, seed, folds, device
+                    )
+            self._fit_uncertainty(modules, grid, data, calib, seed)
         if self.base_ is not None and self.best_epoch_ < offset and not warm:
             # no epoch beat the base: the imputer is the base, so refit it on
             # every subject (after the error model was calibrated honestly)
@@ -251,11 +259,12 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         # the training subjects' range
         return base.set_params(extrapolate="clip").fit(train)
 
-    def _attach_base(self, module):
-        """Give ``module`` the fitted base's curves (see ``base``)."""
+    def _attach_base(self, module, base=None):
+        """Give ``module`` the curves of ``base`` (default: the fitted ``base_``)."""
         from fdaimpute.nn.base_curves import EstimatorBase
 
-        base = getattr(self, "base_", None)
+        if base is None:
+            base = getattr(self, "base_", None)
         if base is not None:
             module.base_curves = EstimatorBase(
                 base,
@@ -342,8 +351,14 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         """
         return super().fit(X, y)
 
-    def _fit_uncertainty(self, module, grid, data, calib_t, seed):
-        """Noise variance (all subjects) and error-variance head (held out)."""
+    def _fit_uncertainty(self, modules, grid, data, calib, seed):
+        """Noise variance (all subjects) and error-variance head.
+
+        The head is fitted on the residuals of each of ``modules`` on the
+        subjects of ``calib`` paired with it, which it did not see (the
+        imputer's network and the held-out subjects, or cross-fitted
+        networks and folds); no head when ``calib`` is None.
+        """
         from fdaimpute.nn.uncertainty import fit_error_head
 
         try:
@@ -352,10 +367,10 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             # too few within-subject pairs: the std will include the noise
             self.noise_variance_ = 0.0
         self.error_head_ = None
-        if calib_t is not None:
+        if calib is not None:
             self.error_head_ = fit_error_head(
-                module,
-                calib_t,
+                modules if len(modules) > 1 else modules[0],
+                calib if len(calib) > 1 else calib[0],
                 grid,
                 self.noise_variance_ / self.value_scale_**2,
                 anchors=self._anchor_rule(),

@@ -134,6 +134,7 @@ VT_CONSTRAINTS = {
     "lr_schedule": [Options("cosine", "constant"), None],
     "patience": _POSITIVE_INT,
     "validation_fraction": [Interval("real", 0, 1, closed="left"), Options("auto")],
+    "calibration_folds": [Interval("int", 2), Options("auto"), None],
     "clip_grad": [Interval("real", 0, closed="neither"), None],
     "regularizers": [_RegularizerList(), None],
     "device": [_Device(), None],

@@ -75,6 +75,18 @@ COMMON_PARAMS_DOC = """
         need a larger share to tell a real gain from chance). ``0`` keeps
         the epoch with the lowest training loss and gives no
         ``return_std``.
+    calibration_folds : int, "auto" or None, default="auto"
+        Cross-fit the error model behind ``return_std``: deal all training
+        subjects into this many folds, train a network like the imputer's
+        on all folds but one (as many epochs as the imputer kept) and fit
+        the error model on the residuals of each on its left-out fold, so
+        it learns from every subject rather than the few held out (the
+        imputer's own network is unchanged; fitting takes about
+        ``calibration_folds + 1`` times as long). ``"auto"``: 5 folds below
+        500 subjects, where the held-out subjects are too few to set the
+        bands' level (see ``docs/neural.md``) and training is cheap; none
+        above. ``None``: the held-out subjects only. Needs
+        ``validation_fraction > 0``; not used with ``warm_start``.
     clip_grad : float or None, default=1.0
         Clip the gradient's global norm (SAND's layer and the transformer
         separately).

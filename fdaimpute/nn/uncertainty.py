@@ -199,9 +199,11 @@ def fit_error_head(
 
     Parameters
     ----------
-    module : VTModule or SANDModule
-        The trained module (left unchanged).
-    data : RaggedTensors
+    module : VTModule or SANDModule, or a list of them
+        The trained module (left unchanged); a list pairs modules with the
+        subjects each did not see (cross-fitting), whose residuals are
+        pooled.
+    data : RaggedTensors, or a list of them (one per module)
         Held-out subjects.
     grid : Tensor of shape (M,)
         The module's grid.
@@ -229,18 +231,32 @@ def fit_error_head(
     """
     device = grid.device
     gen = torch.Generator(device=device).manual_seed(seed)
-    module.eval()
-    with torch.no_grad():
-        residuals = _draw_residuals(
-            module, data, grid, anchors, gen, min_residuals, max_draws, batch_size
-        )
-    if residuals is None:
+    pairs = list(zip(module, data)) if isinstance(module, list) else [(module, data)]
+    parts, first = [], 0
+    for part_module, part_data in pairs:
+        part_module.eval()
+        with torch.no_grad():
+            drawn = _draw_residuals(
+                part_module,
+                part_data,
+                grid,
+                anchors,
+                gen,
+                -(-min_residuals // len(pairs)),
+                max_draws,
+                batch_size,
+            )
+        if drawn is not None:
+            # subject numbers run on across the parts
+            parts.append((*drawn[:2], drawn[2] + first, drawn[3]))
+        first += len(part_data)
+    if not parts:
         return None
-    x, r2, g, noise_share = residuals
+    x, r2, g, noise_share = (torch.cat(column) for column in zip(*parts))
     noise = float(noise_variance) * noise_share
     floor = 1e-3 * float(r2.mean())
     cpu_gen = torch.Generator().manual_seed(seed)
-    held = (torch.rand(len(data), generator=cpu_gen) < 0.2).to(device)[g]
+    held = (torch.rand(first, generator=cpu_gen) < 0.2).to(device)[g]
     if bool(held.all()) or not bool(held.any()):
         held = torch.arange(r2.numel(), device=device) % 5 == 0
 
