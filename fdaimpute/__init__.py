@@ -19,6 +19,7 @@ from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.face import FACEImputer
 from fdaimpute.features import FeatureExtractor
+from fdaimpute.gain import GAINImputer
 from fdaimpute.kernel import KernelImputer
 from fdaimpute.mice import MICEImputer
 from fdaimpute.neural import SANDImputer, VTImputer
@@ -30,6 +31,7 @@ __all__ = [
     "BaseImputer",
     "FACEImputer",
     "FeatureExtractor",
+    "GAINImputer",
     "IrregularData",
     "KernelImputer",
     "MICEImputer",

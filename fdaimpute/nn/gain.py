@@ -1,0 +1,202 @@
+"""Generative adversarial imputation nets (GAIN) on a matrix with missing cells.
+
+Yoon, Jordon & van der Schaar (ICML 2018). Rows are samples, columns
+features scaled to [0, 1]; ``mask`` is 1 where a cell is observed. The
+generator sees the row with noise in its missing cells and the mask, and
+outputs a complete row; the discriminator sees the imputed row (observed
+cells kept, missing cells from the generator) and a *hint*, and outputs
+per-cell logits of "observed". The hint reveals the mask on a random
+``hint_rate`` share of the cells and is 0.5 elsewhere; both adversarial
+losses count only the cells it does not reveal (the paper's losses). The
+generator also minimises ``alpha`` times the mean squared error of its
+output at the observed cells.
+
+This module is pure torch (no scikit-learn); the estimator is
+:class:`fdaimpute.gain.GAINImputer`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = ["NOISE_SCALE", "gain_network", "impute_rows", "train_gain"]
+
+#: Missing cells are filled with uniform noise on [0, NOISE_SCALE] (data in [0, 1]).
+NOISE_SCALE = 0.01
+
+
+def gain_network(n_features, hidden_size):
+    """A generator or discriminator: ``[row, mask or hint] -> n_features``.
+
+    Two hidden ReLU layers of ``hidden_size`` units and a linear output
+    (the generator's output goes through a sigmoid, the discriminator's is
+    a logit). Weights are He-normal, biases zero.
+
+    Parameters
+    ----------
+    n_features : int
+        Columns of the matrix.
+    hidden_size : int
+        Width of the hidden layers.
+
+    Returns
+    -------
+    torch.nn.Sequential
+    """
+    net = nn.Sequential(
+        nn.Linear(2 * n_features, hidden_size),
+        nn.ReLU(),
+        nn.Linear(hidden_size, hidden_size),
+        nn.ReLU(),
+        nn.Linear(hidden_size, n_features),
+    )
+    for layer in net:
+        if isinstance(layer, nn.Linear):
+            nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+            nn.init.zeros_(layer.bias)
+    return net
+
+
+def _generate(generator, x, mask, rng):
+    """The generator's complete rows for ``x`` (zeros where missing)."""
+    noise = torch.rand(x.shape, generator=rng, device=x.device) * NOISE_SCALE
+    filled = mask * x + (1 - mask) * noise
+    return torch.sigmoid(generator(torch.cat([filled, mask], dim=1)))
+
+
+def train_gain(
+    generator,
+    discriminator,
+    x,
+    mask,
+    *,
+    max_iter,
+    batch_size,
+    alpha,
+    hint_rate,
+    lr,
+    rng,
+    log_every=100,
+):
+    """Train both networks by alternating Adam steps on random mini-batches.
+
+    Each iteration draws ``batch_size`` rows without replacement, takes a
+    discriminator step on the generator's (detached) imputation, then a
+    generator step against the updated discriminator.
+
+    Parameters
+    ----------
+    generator, discriminator : torch.nn.Module
+        Networks of :func:`gain_network`, on the device of ``x``.
+    x : torch.Tensor of shape (n, d)
+        Scaled data, 0 in missing cells.
+    mask : torch.Tensor of shape (n, d)
+        1.0 where observed, else 0.0.
+    max_iter : int
+        Iterations (mini-batches).
+    batch_size : int
+        Rows per mini-batch (all rows if fewer).
+    alpha : float
+        Weight of the observed cells' squared error in the generator's loss.
+    hint_rate : float
+        Probability that the hint reveals a cell's mask.
+    lr : float
+        Adam's learning rate (both networks).
+    rng : torch.Generator
+        Source of the batches, noise and hints, on the device of ``x``.
+    log_every : int, default=100
+        Record the mean losses over each block of this many iterations.
+
+    Returns
+    -------
+    dict of list
+        ``"iteration"`` (the last of each block), ``"discriminator"`` (its
+        cross-entropy), ``"adversarial"`` (the generator's adversarial
+        loss) and ``"reconstruction"`` (the observed cells' mean squared
+        error, on the [0, 1] scale).
+    """
+    n = x.shape[0]
+    size = min(int(batch_size), n)
+    opt_g = torch.optim.Adam(generator.parameters(), lr=lr)
+    opt_d = torch.optim.Adam(discriminator.parameters(), lr=lr)
+    generator.train()
+    discriminator.train()
+    history = {
+        "iteration": [],
+        "discriminator": [],
+        "adversarial": [],
+        "reconstruction": [],
+    }
+    totals = torch.zeros(3, device=x.device)
+    for it in range(1, max_iter + 1):
+        rows = torch.randperm(n, generator=rng, device=x.device)[:size]
+        xb, mb = x[rows], mask[rows]
+        reveal = (torch.rand(xb.shape, generator=rng, device=x.device) < hint_rate).to(
+            xb.dtype
+        )
+        hint = reveal * mb + 0.5 * (1 - reveal)
+        # the adversarial losses count the cells the hint leaves open
+        hidden = 1 - reveal
+        n_hidden = hidden.sum().clamp_min(1.0)
+
+        out = _generate(generator, xb, mb, rng)
+        x_hat = mb * xb + (1 - mb) * out
+
+        logits = discriminator(torch.cat([x_hat.detach(), hint], dim=1))
+        d_cells = F.binary_cross_entropy_with_logits(logits, mb, reduction="none")
+        d_loss = (d_cells * hidden).sum() / n_hidden
+        opt_d.zero_grad(set_to_none=True)
+        d_loss.backward()
+        opt_d.step()
+
+        logits = discriminator(torch.cat([x_hat, hint], dim=1))
+        # -log D at the missing cells: the generator wants them called observed
+        fooled = F.softplus(-logits)
+        adversarial = (fooled * (1 - mb) * hidden).sum() / n_hidden
+        reconstruction = ((out - xb) ** 2 * mb).sum() / mb.sum().clamp_min(1.0)
+        g_loss = adversarial + alpha * reconstruction
+        opt_g.zero_grad(set_to_none=True)
+        g_loss.backward()
+        opt_g.step()
+
+        totals += torch.stack([d_loss, adversarial, reconstruction]).detach()
+        if it % log_every == 0 or it == max_iter:
+            block = (it - 1) % log_every + 1
+            means = (totals / block).tolist()
+            history["iteration"].append(it)
+            history["discriminator"].append(means[0])
+            history["adversarial"].append(means[1])
+            history["reconstruction"].append(means[2])
+            totals.zero_()
+    generator.eval()
+    discriminator.eval()
+    return history
+
+
+@torch.no_grad()
+def impute_rows(generator, x, mask, rng, batch_size=65536):
+    """The generator's complete rows for ``x``, in blocks of rows.
+
+    Parameters
+    ----------
+    generator : torch.nn.Module
+        A trained generator.
+    x, mask : torch.Tensor of shape (n, d)
+        As in :func:`train_gain`.
+    rng : torch.Generator
+        Source of the noise in the missing cells.
+    batch_size : int, default=65536
+        Rows per forward pass.
+
+    Returns
+    -------
+    torch.Tensor of shape (n, d)
+        The generator's output in every cell, observed ones included.
+    """
+    parts = [
+        _generate(generator, xb, mb, rng)
+        for xb, mb in zip(x.split(batch_size), mask.split(batch_size))
+    ]
+    return torch.cat(parts)
