@@ -69,6 +69,17 @@ def _method_factories():
             lambda grid, seed, quick: FACEImputer(grid=grid),
         )
     try:
+        from fdaimpute.gain import GAINImputer
+    except ImportError:
+        pass
+    else:
+        methods["gain"] = (
+            "generative adversarial imputation (GAIN) on binned times (torch)",
+            lambda grid, seed, quick: GAINImputer(
+                grid=grid, random_state=seed, **({"max_iter": 500} if quick else {})
+            ),
+        )
+    try:
         from fdaimpute.mice import MICEImputer
     except ImportError:
         pass

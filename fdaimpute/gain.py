@@ -24,16 +24,17 @@ class GAINImputer(TorchStatePickling, BinnedGridMixin, BaseImputer):
     observed cells. A generator ``G([x~, m])`` (``x~``: the row with
     uniform noise on [0, 0.01] in its missing cells, ``m``: the mask)
     outputs a complete row; a discriminator ``D([x^, h])`` sees the imputed
-    row ``x^ = m x + (1 - m) G`` and a hint ``h`` and outputs, per cell, the
-    probability that it was observed. The hint reveals the mask on a random
-    ``hint_rate`` share of the cells and is 0.5 elsewhere; both adversarial
-    losses count only those other cells (the paper's losses). ``D``
-    minimises its cross-entropy; ``G`` minimises ``-log D`` at the missing
-    cells plus ``alpha`` times its mean squared error at the observed
-    cells. Both networks have two hidden ReLU layers and are trained by
-    alternating Adam steps on mini-batches of subjects. The curve is the
-    linear interpolation of the imputed row between the bin centres,
-    constant beyond the first and last centres.
+    row ``x^ = m x + (1 - m) G`` and a hint ``h = b m`` (``b`` a
+    Bernoulli(``hint_rate``) draw per cell, so ``h`` marks some of the
+    observed cells as such) and outputs, per cell, the probability that it
+    was observed. As in the authors' released code, ``D`` minimises its
+    cross-entropy over all cells and ``G`` minimises ``-log D`` at the
+    missing cells plus ``alpha`` times its mean squared error at the observed
+    cells (the paper's losses count only cells whose hint is withheld; see
+    ``docs/gain.md``). Both networks have two hidden ReLU layers and are
+    trained by alternating Adam steps on mini-batches of subjects. The
+    curve is the linear interpolation of the imputed row between the bin
+    centres, constant beyond the first and last centres.
 
     GAIN knows nothing of time: columns are exchangeable features and the
     curves are not smooth. It is the SAND paper's GAIN baseline (whose
@@ -70,10 +71,11 @@ class GAINImputer(TorchStatePickling, BinnedGridMixin, BaseImputer):
         Where to train and impute; ``"auto"`` or ``None``: CUDA when
         available, else the CPU.
     random_state : int, RandomState or None, default=None
-        Seed of the weights, batches, hints and noise. On the CPU a fixed
-        seed gives identical fits and outputs; on CUDA results may differ in
-        the last bits between runs. ``transform`` draws the noise of the
-        missing cells from a seed fixed at fit, so repeated calls agree.
+        Seed of the weights, batches, hints and noise of training. On the
+        CPU a fixed seed gives identical fits; on CUDA results may differ in
+        the last bits between runs. ``transform`` puts the training noise's
+        mean (0.005 on the [0, 1] scale) in the missing cells instead of a
+        random draw, so a subject's curve depends on its own data only.
     extrapolate : {False, True, "clip"}, default=False
         Times outside the training range: ``False`` refuses them (a grid may
         overhang the range by half its end spacing), ``True`` lets the method
@@ -209,7 +211,7 @@ class GAINImputer(TorchStatePickling, BinnedGridMixin, BaseImputer):
 
         device = resolve_device(self.device)
         rng = check_random_state(self.random_state)
-        seed, self._noise_seed = (int(s) for s in rng.randint(2**31 - 1, size=2))
+        seed = int(rng.randint(np.iinfo(np.int32).max))
         self._fit_bins(data)
         binned = self._binned(data)
         observed = ~np.isnan(binned)
@@ -253,14 +255,10 @@ class GAINImputer(TorchStatePickling, BinnedGridMixin, BaseImputer):
 
     def _complete(self, binned, observed):
         """The imputed matrix in data units, from a binned matrix and its mask."""
-        import torch
-
         from fdaimpute.nn.gain import impute_rows
 
-        device = self.device_
-        x, mask = self._tensors(binned, observed, device)
-        rng = torch.Generator(device=device).manual_seed(self._noise_seed)
-        out = impute_rows(self.module_, x, mask, rng).cpu().numpy().astype(np.float64)
+        x, mask = self._tensors(binned, observed, self.device_)
+        out = impute_rows(self.module_, x, mask).cpu().numpy().astype(np.float64)
         out = out * self.column_scale_ + self.column_min_
         if self.keep_observed:
             out = np.where(observed, binned, out)

@@ -5,11 +5,14 @@ features scaled to [0, 1]; ``mask`` is 1 where a cell is observed. The
 generator sees the row with noise in its missing cells and the mask, and
 outputs a complete row; the discriminator sees the imputed row (observed
 cells kept, missing cells from the generator) and a *hint*, and outputs
-per-cell logits of "observed". The hint reveals the mask on a random
-``hint_rate`` share of the cells and is 0.5 elsewhere; both adversarial
-losses count only the cells it does not reveal (the paper's losses). The
-generator also minimises ``alpha`` times the mean squared error of its
-output at the observed cells.
+per-cell logits of "observed". The hint ``B * mask``, with ``B`` a
+Bernoulli(``hint_rate``) draw per cell, marks a random share of the
+observed cells as observed and leaves every other cell at 0. As in the
+authors' released code, the discriminator minimises its cross-entropy over
+all cells and the generator ``-log D`` over the missing cells (both
+averaged over all cells of the batch) plus ``alpha`` times the mean squared
+error of its output at the observed cells. (The paper's losses instead
+count only the cells whose hint is withheld, with the hint 0.5 there.)
 
 This module is pure torch (no scikit-learn); the estimator is
 :class:`fdaimpute.gain.GAINImputer`.
@@ -59,9 +62,15 @@ def gain_network(n_features, hidden_size):
     return net
 
 
-def _generate(generator, x, mask, rng):
-    """The generator's complete rows for ``x`` (zeros where missing)."""
-    noise = torch.rand(x.shape, generator=rng, device=x.device) * NOISE_SCALE
+def _generate(generator, x, mask, rng=None):
+    """The generator's complete rows for ``x`` (zeros where missing).
+
+    Missing cells get uniform noise from ``rng``, or its mean without one.
+    """
+    if rng is None:
+        noise = torch.full_like(x, NOISE_SCALE / 2)
+    else:
+        noise = torch.rand(x.shape, generator=rng, device=x.device) * NOISE_SCALE
     filled = mask * x + (1 - mask) * noise
     return torch.sigmoid(generator(torch.cat([filled, mask], dim=1)))
 
@@ -133,28 +142,21 @@ def train_gain(
     for it in range(1, max_iter + 1):
         rows = torch.randperm(n, generator=rng, device=x.device)[:size]
         xb, mb = x[rows], mask[rows]
-        reveal = (torch.rand(xb.shape, generator=rng, device=x.device) < hint_rate).to(
-            xb.dtype
-        )
-        hint = reveal * mb + 0.5 * (1 - reveal)
-        # the adversarial losses count the cells the hint leaves open
-        hidden = 1 - reveal
-        n_hidden = hidden.sum().clamp_min(1.0)
+        reveal = torch.rand(xb.shape, generator=rng, device=x.device) < hint_rate
+        hint = reveal.to(xb.dtype) * mb
 
         out = _generate(generator, xb, mb, rng)
         x_hat = mb * xb + (1 - mb) * out
 
         logits = discriminator(torch.cat([x_hat.detach(), hint], dim=1))
-        d_cells = F.binary_cross_entropy_with_logits(logits, mb, reduction="none")
-        d_loss = (d_cells * hidden).sum() / n_hidden
+        d_loss = F.binary_cross_entropy_with_logits(logits, mb)
         opt_d.zero_grad(set_to_none=True)
         d_loss.backward()
         opt_d.step()
 
         logits = discriminator(torch.cat([x_hat, hint], dim=1))
         # -log D at the missing cells: the generator wants them called observed
-        fooled = F.softplus(-logits)
-        adversarial = (fooled * (1 - mb) * hidden).sum() / n_hidden
+        adversarial = (F.softplus(-logits) * (1 - mb)).mean()
         reconstruction = ((out - xb) ** 2 * mb).sum() / mb.sum().clamp_min(1.0)
         g_loss = adversarial + alpha * reconstruction
         opt_g.zero_grad(set_to_none=True)
@@ -176,8 +178,11 @@ def train_gain(
 
 
 @torch.no_grad()
-def impute_rows(generator, x, mask, rng, batch_size=65536):
+def impute_rows(generator, x, mask, batch_size=65536):
     """The generator's complete rows for ``x``, in blocks of rows.
+
+    The missing cells hold the mean of the training noise, so each row's
+    output depends on that row alone.
 
     Parameters
     ----------
@@ -185,8 +190,6 @@ def impute_rows(generator, x, mask, rng, batch_size=65536):
         A trained generator.
     x, mask : torch.Tensor of shape (n, d)
         As in :func:`train_gain`.
-    rng : torch.Generator
-        Source of the noise in the missing cells.
     batch_size : int, default=65536
         Rows per forward pass.
 
@@ -196,7 +199,7 @@ def impute_rows(generator, x, mask, rng, batch_size=65536):
         The generator's output in every cell, observed ones included.
     """
     parts = [
-        _generate(generator, xb, mb, rng)
+        _generate(generator, xb, mb)
         for xb, mb in zip(x.split(batch_size), mask.split(batch_size))
     ]
     return torch.cat(parts)
