@@ -79,10 +79,41 @@ def test_beats_the_column_mean_on_a_low_rank_process():
 
 
 def test_training_lowers_the_reconstruction_error(sim):
-    gain = GAINImputer(grid=sim.grid, **dict(FAST, max_iter=300)).fit(sim.train.data)
-    history = gain.history_
-    assert history["iteration"] == [100, 200, 300]
+    gain = GAINImputer(validation_fraction=0.0, **dict(FAST, max_iter=300))
+    history = gain.fit(sim.train.data).history_
+    assert history["iteration"] == list(range(25, 301, 25))
+    assert "held_out" not in history
+    assert gain.n_iter_ == gain.best_iter_ == 300
     assert history["reconstruction"][-1] < 0.5 * history["reconstruction"][0]
+
+
+def test_early_stopping_keeps_the_best_generator():
+    sim = fi.simulate.sand_paper(n=1000, n_obs="3-5", random_state=0)
+    gain = GAINImputer(n_iter_no_change=200, **dict(FAST, max_iter=3000))
+    gain.fit(sim.train.data)
+    history = gain.history_
+    # on so sparse a process the adversarial term soon degrades the imputations
+    assert 0 < gain.best_iter_ and gain.n_iter_ == gain.best_iter_ + 200 < 3000
+    best = history["iteration"].index(gain.best_iter_)
+    assert history["held_out"][best] == min(history["held_out"])
+    # the kept generator is the one a run stopped at best_iter_ ends with
+    short = GAINImputer(n_iter_no_change=None, **dict(FAST, max_iter=gain.best_iter_))
+    short.fit(sim.train.data)
+    assert_array_equal(short.transform(sim.test.data), gain.transform(sim.test.data))
+
+
+def test_subjects_with_one_bin_are_never_held_out():
+    rng = np.random.default_rng(3)
+    times = np.linspace(0, 1, 11)
+    X = np.full((40, 11), np.nan)
+    X[np.arange(40), rng.integers(0, 11, size=40)] = rng.normal(size=40)
+    X[:, 0] = rng.normal(size=40)  # two bins each: one may be held out
+    gain = GAINImputer(grid=times, validation_fraction=0.5, **FAST).fit(X)
+    assert "held_out" in gain.history_
+    X[:, 0] = np.nan
+    X[np.isnan(X).all(axis=1), 0] = 1.0
+    gain.fit(X)  # one bin per subject: nothing to hold out
+    assert "held_out" not in gain.history_ and gain.n_iter_ == 50
 
 
 def test_a_time_no_training_subject_observed_is_interpolated_across():
@@ -152,6 +183,8 @@ def test_save_load_round_trip_and_clone(sim, fitted, tmp_path):
         ("max_iter", 0, ValueError, "'max_iter'"),
         ("max_iter", 10.0, TypeError, "'max_iter'"),
         ("batch_size", 0, ValueError, "'batch_size'"),
+        ("validation_fraction", 1.0, ValueError, "'validation_fraction'"),
+        ("n_iter_no_change", 0, ValueError, "'n_iter_no_change'"),
         ("lr", 0.0, ValueError, "'lr'"),
         ("hidden_size", 0, ValueError, "'hidden_size'"),
         ("n_bins", 1, ValueError, "'n_bins'"),

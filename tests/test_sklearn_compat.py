@@ -5,6 +5,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from fdaimpute import (
     FACEImputer,
     FeatureExtractor,
+    GAINImputer,
     KernelImputer,
     MICEImputer,
     PACEImputer,
@@ -53,6 +54,7 @@ def _estimators():
         MICEImputer(max_iter=2, random_state=0),
         PACEImputer(random_state=0),
         FACEImputer(),
+        GAINImputer(max_iter=20, device="cpu", random_state=0),
         VTImputer(**_NEURAL),
         SANDImputer(**_NEURAL, sand_head_dim=8, sand_encoding_dim=8),
         FeatureExtractor(KernelImputer(bandwidth=0.5), kind="curve"),

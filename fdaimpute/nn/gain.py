@@ -20,6 +20,8 @@ This module is pure torch (no scikit-learn); the estimator is
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -87,13 +89,18 @@ def train_gain(
     hint_rate,
     lr,
     rng,
-    log_every=100,
+    held_out=None,
+    patience=None,
+    log_every=25,
 ):
     """Train both networks by alternating Adam steps on random mini-batches.
 
     Each iteration draws ``batch_size`` rows without replacement, takes a
     discriminator step on the generator's (detached) imputation, then a
-    generator step against the updated discriminator.
+    generator step against the updated discriminator. With ``held_out``,
+    every ``log_every`` iterations the generator imputes cells hidden from
+    training; the generator that imputed them best is kept, and training
+    stops once ``patience`` iterations pass without a better one.
 
     Parameters
     ----------
@@ -104,7 +111,7 @@ def train_gain(
     mask : torch.Tensor of shape (n, d)
         1.0 where observed, else 0.0.
     max_iter : int
-        Iterations (mini-batches).
+        Most iterations (mini-batches).
     batch_size : int
         Rows per mini-batch (all rows if fewer).
     alpha : float
@@ -115,29 +122,40 @@ def train_gain(
         Adam's learning rate (both networks).
     rng : torch.Generator
         Source of the batches, noise and hints, on the device of ``x``.
-    log_every : int, default=100
-        Record the mean losses over each block of this many iterations.
+    held_out : tuple of torch.Tensor, default=None
+        ``(rows, values, cells)``: the rows of ``x`` holding hidden cells,
+        their scaled values (shape ``(len(rows), d)``) and a 0/1 indicator
+        of the hidden cells (missing in ``mask``). ``None``: no early
+        stopping; the last generator is kept.
+    patience : int, default=None
+        Iterations without a better held-out error before stopping
+        (``None``: never stop early).
+    log_every : int, default=25
+        Record the mean losses over each block of this many iterations (and
+        the held-out error at its end).
 
     Returns
     -------
-    dict of list
+    history : dict of list
         ``"iteration"`` (the last of each block), ``"discriminator"`` (its
         cross-entropy), ``"adversarial"`` (the generator's adversarial
-        loss) and ``"reconstruction"`` (the observed cells' mean squared
-        error, on the [0, 1] scale).
+        loss), ``"reconstruction"`` (the observed cells' mean squared
+        error, on the [0, 1] scale) and, with ``held_out``,
+        ``"held_out"`` (the hidden cells' mean squared error).
+    best_iter : int
+        The iteration whose generator is kept (the last without
+        ``held_out``; 0 if the untrained one was best).
     """
     n = x.shape[0]
     size = min(int(batch_size), n)
     opt_g = torch.optim.Adam(generator.parameters(), lr=lr)
     opt_d = torch.optim.Adam(discriminator.parameters(), lr=lr)
-    generator.train()
-    discriminator.train()
-    history = {
-        "iteration": [],
-        "discriminator": [],
-        "adversarial": [],
-        "reconstruction": [],
-    }
+    keys = ["iteration", "discriminator", "adversarial", "reconstruction"]
+    history = {key: [] for key in keys + (["held_out"] if held_out else [])}
+    best_iter, best_error, best_state = max_iter, math.inf, None
+    if held_out is not None:
+        best_iter, best_error = 0, _held_out_error(generator, x, mask, held_out)
+        best_state = _copy_state(generator)
     totals = torch.zeros(3, device=x.device)
     for it in range(1, max_iter + 1):
         rows = torch.randperm(n, generator=rng, device=x.device)[:size]
@@ -164,17 +182,37 @@ def train_gain(
         opt_g.step()
 
         totals += torch.stack([d_loss, adversarial, reconstruction]).detach()
-        if it % log_every == 0 or it == max_iter:
-            block = (it - 1) % log_every + 1
-            means = (totals / block).tolist()
-            history["iteration"].append(it)
-            history["discriminator"].append(means[0])
-            history["adversarial"].append(means[1])
-            history["reconstruction"].append(means[2])
-            totals.zero_()
+        if it % log_every and it != max_iter:
+            continue
+        block = (it - 1) % log_every + 1
+        for key, value in zip(keys, [it, *(totals / block).tolist()]):
+            history[key].append(value)
+        totals.zero_()
+        if held_out is None:
+            continue
+        error = _held_out_error(generator, x, mask, held_out)
+        history["held_out"].append(error)
+        if error < best_error:
+            best_iter, best_error, best_state = it, error, _copy_state(generator)
+        elif patience is not None and it - best_iter >= patience:
+            break
+    if best_state is not None:
+        generator.load_state_dict(best_state)
     generator.eval()
     discriminator.eval()
-    return history
+    return history, best_iter
+
+
+def _copy_state(module):
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+@torch.no_grad()
+def _held_out_error(generator, x, mask, held_out):
+    """Mean squared error of the generator at the hidden cells."""
+    rows, values, cells = held_out
+    out = _generate(generator, x[rows], mask[rows])
+    return (((out - values) ** 2 * cells).sum() / cells.sum()).item()
 
 
 @torch.no_grad()
