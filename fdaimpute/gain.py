@@ -233,6 +233,11 @@ class GAINImputer(TorchStatePickling, BinnedGridMixin, BaseImputer):
     def _attach_base(self, module):
         """GAIN has no statistical base."""
 
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        # GAIN has no error model (TorchStatePickling sets one for VT and SAND)
+        self.__dict__.pop("error_head_", None)
+
     # ------------------------------------------------------------------ #
     def _fit(self, data):
         import torch

@@ -164,6 +164,7 @@ def test_save_load_round_trip_and_clone(sim, fitted, tmp_path):
     path = tmp_path / "gain.fdaimpute"
     fitted.save(path)
     loaded = GAINImputer.load(path)
+    assert sorted(vars(loaded)) == sorted(vars(fitted))
     assert repr(loaded.get_params()) == repr(fitted.get_params())
     test = sim.test.data
     assert_array_equal(loaded.transform(test), fitted.transform(test))
@@ -208,3 +209,16 @@ def test_accepts_irregular_times_off_any_grid():
     gain = GAINImputer(grid=21, n_bins=10, **FAST).fit(pairs)
     assert gain.bin_centres_.size <= 10
     assert gain.transform(pairs).shape == (60, 21)
+
+
+def test_command_line_method(tmp_path):
+    from fdaimpute.cli import main
+
+    data = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0).train.data
+    path, out = tmp_path / "obs.csv", tmp_path / "curves.csv"
+    data.to_long().to_csv(path, index=False)
+    args = ["impute", str(path), "-o", str(out), "--grid", "0:1:11"]
+    assert main([*args, "--method", "gain", "--param", "max_iter=30"]) == 0
+    curves = np.loadtxt(out, delimiter=",", skiprows=1)[:, 1:]
+    expected = GAINImputer(grid=np.linspace(0, 1, 11), max_iter=30, random_state=0)
+    assert_allclose(curves, expected.fit_transform(data), rtol=1e-6)
