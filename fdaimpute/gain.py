@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from sklearn.utils import check_random_state
 
@@ -292,20 +294,27 @@ class GAINImputer(TorchStatePickling, BinnedGridMixin, BaseImputer):
         mean_row = filled.mean(axis=0, keepdims=True)
         self.mean_ = self._interpolate(mean_row, self.grid_)[0]
 
-    def _tensors(self, binned, observed, device):
-        """The scaled matrix (0 where missing) and the mask, as float32 tensors."""
+    def _tensors(self, binned, observed, device, double=False):
+        """The scaled matrix (0 where missing) and the mask as tensors."""
         import torch
 
+        dtype = torch.float64 if double else torch.float32
         scaled = np.where(observed, (binned - self.column_min_) / self.column_scale_, 0)
-        as_tensor = lambda a: torch.as_tensor(a, dtype=torch.float32, device=device)  # noqa: E731
+        as_tensor = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
         return as_tensor(scaled), as_tensor(observed)
 
     def _complete(self, binned, observed):
-        """The imputed matrix in data units, from a binned matrix and its mask."""
+        """The imputed matrix in data units, from a binned matrix and its mask.
+
+        The generator runs in double precision here, so that a subject's row
+        does not change (beyond 1e-12 or so) with the other rows passed
+        with it, as float32 products can.
+        """
         from fdaimpute.nn.gain import impute_rows
 
-        x, mask = self._tensors(binned, observed, self.device_)
-        out = impute_rows(self.module_, x, mask).cpu().numpy().astype(np.float64)
+        generator = copy.deepcopy(self.module_).double()
+        x, mask = self._tensors(binned, observed, self.device_, double=True)
+        out = impute_rows(generator, x, mask).cpu().numpy()
         out = out * self.column_scale_ + self.column_min_
         if self.keep_observed:
             out = np.where(observed, binned, out)
