@@ -54,6 +54,7 @@ METHODS = {
     "Kernel": lambda a: fi.KernelImputer(),
     "PACE": lambda a: fi.PACEImputer(random_state=a.seed),
     "PACE-fdapace": lambda a: fi.PACEImputer.fdapace(),
+    "FACE": lambda a: fi.FACEImputer(),
     "MICE": lambda a: fi.MICEImputer(random_state=a.seed),
     "VT": lambda a: _neural(fi.VTImputer, a),
     # the curvature weight bench_paper.py's validation chose most often

@@ -110,3 +110,41 @@ def test_two_processes_differ_from_one_only_by_the_batch_split(tmp_path):
     a, b = np.load(one / "curves0.npy"), np.load(two / "curves0.npy")
     assert not np.array_equal(a, b)
     assert np.abs(a - b).max() < 0.5 * np.abs(a).max()
+
+
+WEIGHT_WORKER = textwrap.dedent(
+    """
+    import sys
+    import torch
+    from fdaimpute.nn.distributed import observation_weight
+
+    torch.distributed.init_process_group("gloo")
+    rank = torch.distributed.get_rank()
+    count = (1, 3)[rank]  # rank 0 averages over 1 observation, rank 1 over 3
+    weight = observation_weight(count, torch.device("cpu"), 2)
+    with open(f"{sys.argv[1]}/weight{rank}.txt", "w") as f:
+        f.write(repr(weight))
+    torch.distributed.destroy_process_group()
+    """
+)
+
+
+def test_ranks_losses_weighted_by_their_observations(tmp_path):
+    # mean of the weighted per-rank means = the mean over all four points
+    script = tmp_path / "weights.py"
+    script.write_text(WEIGHT_WORKER)
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    done = subprocess.run(
+        [*launch, "--nproc_per_node=2", str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    weights = [float((tmp_path / f"weight{r}.txt").read_text()) for r in (0, 1)]
+    assert weights == [0.5, 1.5]
+    # rank means 4.0 (one point) and 8.0 (three): pooled mean (4 + 24) / 4 = 7
+    assert (weights[0] * 4.0 + weights[1] * 8.0) / 2 == 7.0
+    from fdaimpute.nn.distributed import observation_weight
+
+    assert observation_weight(5, torch.device("cpu"), 1) == 1.0
