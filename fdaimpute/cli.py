@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -225,7 +226,8 @@ def _read_data(args):
         raise SystemExit(
             f"cannot read {args.input}: {_cli_message(str(exc))}"
         ) from None
-    print(f"Read {data}", file=sys.stderr)
+    if os.environ.get("RANK", "0") == "0":  # once under torchrun
+        print(f"Read {data}", file=sys.stderr)
     return data
 
 

@@ -1,5 +1,6 @@
 """Neural training across processes: torchrun with the gloo backend, on CPU."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -57,7 +58,7 @@ def _run(tmp_path, cls, processes):
         launch += [f"--nproc_per_node={processes}"]
     else:
         launch = [sys.executable]
-    env = {"OMP_NUM_THREADS": "1", **__import__("os").environ}
+    env = {"OMP_NUM_THREADS": "1", **os.environ}
     done = subprocess.run(
         [*launch, str(script), str(tmp_path), cls],
         capture_output=True,
@@ -148,3 +149,24 @@ def test_ranks_losses_weighted_by_their_observations(tmp_path):
     from fdaimpute.nn.distributed import observation_weight
 
     assert observation_weight(5, torch.device("cpu"), 1) == 1.0
+
+
+def test_cli_fit_under_torchrun_reports_once_and_saves_a_model(tmp_path):
+    sim = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
+    path = tmp_path / "obs.csv"
+    sim.train.data.to_long().to_csv(path, index=False)
+    model = tmp_path / "vt.fdai"
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    fit = ["-m", "fdaimpute", "fit", str(path), "--method", "vt", "--epochs", "2"]
+    done = subprocess.run(
+        [*launch, "--nproc_per_node=2", *fit, "--save", str(model)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("Read IrregularData") == 1, done.stderr[-3000:]
+    curves = fi.VTImputer.load(model).transform(sim.train.data)
+    assert curves.shape == (len(sim.train.data), 101)
+    assert np.isfinite(curves).all()
