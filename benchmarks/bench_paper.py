@@ -2,15 +2,16 @@
 
 Methods: the oracle (conditional mean with the true covariance), kernel
 smoothing (the paper's 1DS), PACE, a MICE baseline (chained equations on the
-binned grid), VT, VTP (VT + curvature penalty, weight chosen on the
-validation subjects), SAND, VT and SAND on PACE as their statistical base
-(``base="pace"``), VT + LipReg with a positive and a negative
-weight, SAND + LipReg (negative weight, the sign the LipReg paper
-recommends for transformers), and the conditional neural process (CNP,
-Garnelo et al. 2018; the paper's CNP baseline, here with its default sizes
-and the same epochs as the transformers). MSE and TV x 1000 on the 101-point grid
-against the noise-free test curves, with standard errors over test subjects,
-the ratio to the oracle, fit seconds, and the paper's published numbers.
+binned grid), a GAIN baseline (generative adversarial imputation of the same
+binned grid, observed cells kept as in GAIN's released code), VT, VTP (VT +
+curvature penalty, weight chosen on the validation subjects), SAND, VT and
+SAND on PACE as their statistical base (``base="pace"``), VT + LipReg with a
+positive and a negative weight, SAND + LipReg (negative weight, the sign the
+LipReg paper recommends for transformers), and the conditional neural process
+(CNP, Garnelo et al. 2018; the paper's CNP baseline, with its default sizes
+and the transformers' epochs). MSE and TV x 1000 on the 101-point grid against
+the noise-free test curves, with standard errors over test subjects, the ratio
+to the oracle, fit seconds, and the paper's published numbers.
 
 Statistical methods and the neural ones (except VTP) are fitted on the
 training and validation subjects (95%); the neural imputers hold out 5/95
@@ -64,6 +65,7 @@ PAPER = {
     "PACE": {"30": (189.9, 187.1), "8-12": (450.0, 201.9), "3-5": (795.5, 209.5)},
     "FACE": {"30": (284.6, 198.9), "8-12": (488.2, 204.5), "3-5": (807.1, 209.5)},
     "MICE": {"30": (176.7, 233.1), "8-12": (721.6, 318.4), "3-5": (1416, 332.7)},
+    "GAIN": {"30": (261.9, 350.0), "8-12": (1767, 743.3), "3-5": (2065, 759.2)},
     "VT": {"30": (169.8, 218.2), "8-12": (436.7, 227.0), "3-5": (798.6, 230.6)},
     "VTP": {"30": (169.0, 179.9), "8-12": (425.3, 199.4), "3-5": (777.4, 210.2)},
     "SAND": {"30": (146.5, 164.6), "8-12": (410.9, 196.8), "3-5": (758.1, 206.8)},
@@ -75,6 +77,7 @@ METHODS = (
     "PACE",
     "FACE",
     "MICE",
+    "GAIN",
     "VT",
     "VTP",
     "SAND",
@@ -116,6 +119,9 @@ def run_sparsity(sparsity, args):
         "PACE": lambda: fi.PACEImputer(grid=grid, random_state=args.seed),
         "FACE": lambda: fi.FACEImputer(grid=grid),
         "MICE": lambda: fi.MICEImputer(grid=grid, random_state=args.seed, **mice_kw),
+        "GAIN": lambda: fi.GAINImputer(
+            grid=grid, keep_observed=True, random_state=args.seed
+        ),
         # LipReg(0) changes nothing in training; it records L_Lip for the figure.
         "VT": lambda: _neural(fi.VTImputer, args, n_fit, regularizers=[LipReg(0.0)]),
         "SAND": lambda: _neural(fi.SANDImputer, args, n_fit),

@@ -20,6 +20,7 @@ from fdaimpute.cnp import CNPImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.face import FACEImputer
 from fdaimpute.features import FeatureExtractor
+from fdaimpute.gain import GAINImputer
 from fdaimpute.kernel import KernelImputer
 from fdaimpute.mice import MICEImputer
 from fdaimpute.neural import SANDImputer, VTImputer
@@ -32,6 +33,7 @@ __all__ = [
     "CNPImputer",
     "FACEImputer",
     "FeatureExtractor",
+    "GAINImputer",
     "IrregularData",
     "KernelImputer",
     "MICEImputer",

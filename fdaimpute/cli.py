@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -67,6 +68,17 @@ def _method_factories():
         methods["face"] = (
             "fast covariance estimation (FACE): spline covariance, PACE's predictor",
             lambda grid, seed, quick: FACEImputer(grid=grid),
+        )
+    try:
+        from fdaimpute.gain import GAINImputer
+    except ImportError:
+        pass
+    else:
+        methods["gain"] = (
+            "generative adversarial imputation (GAIN) on binned times (torch)",
+            lambda grid, seed, quick: GAINImputer(
+                grid=grid, random_state=seed, **({"max_iter": 500} if quick else {})
+            ),
         )
     try:
         from fdaimpute.mice import MICEImputer
@@ -214,7 +226,8 @@ def _read_data(args):
         raise SystemExit(
             f"cannot read {args.input}: {_cli_message(str(exc))}"
         ) from None
-    print(f"Read {data}", file=sys.stderr)
+    if os.environ.get("RANK", "0") == "0":  # once under torchrun
+        print(f"Read {data}", file=sys.stderr)
     return data
 
 

@@ -6,6 +6,7 @@ from fdaimpute import (
     CNPImputer,
     FACEImputer,
     FeatureExtractor,
+    GAINImputer,
     KernelImputer,
     MICEImputer,
     PACEImputer,
@@ -54,6 +55,7 @@ def _estimators():
         MICEImputer(max_iter=2, random_state=0),
         PACEImputer(random_state=0),
         FACEImputer(),
+        GAINImputer(max_iter=20, device="cpu", random_state=0),
         VTImputer(**_NEURAL),
         SANDImputer(**_NEURAL, sand_head_dim=8, sand_encoding_dim=8),
         CNPImputer(

@@ -294,6 +294,11 @@ class Trainer:
         out = self.forward(batch, return_hidden=need_hidden)
         loss, _ = self.compute_loss(out, batch)
         total = loss
+        if self.world_size > 1:
+            count = int(batch.valid.sum())
+            total = total * distributed.observation_weight(
+                count, self.device, self.world_size
+            )
         penalties = []
         if self.regularizers:
             ctx = self.context(out, batch)
