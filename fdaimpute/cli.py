@@ -81,6 +81,17 @@ def _method_factories():
             ),
         )
     try:
+        from fdaimpute.cnp import CNPImputer
+    except ImportError:
+        pass
+    else:
+        methods["cnp"] = (
+            "conditional neural process (CNP), a baseline (torch)",
+            lambda grid, seed, quick: CNPImputer(
+                grid=grid, random_state=seed, **({"max_epochs": 30} if quick else {})
+            ),
+        )
+    try:
         from fdaimpute.mice import MICEImputer
     except ImportError:
         pass
