@@ -41,6 +41,10 @@ Run 'fdaimpute <command> --help' for the options of a command.
 """
 
 
+#: The SAND paper's baselines: fitted by ``demo`` only when named.
+_BASELINES = ("mice", "gain", "cnp")
+
+
 def _method_factories():
     """Name -> (description, factory(grid, random_state, quick))."""
     from fdaimpute.kernel import KernelImputer
@@ -150,7 +154,7 @@ def _demo(args):
     from fdaimpute.plotting import plot_curves
 
     methods = _method_factories()
-    default = [m for m in methods if m != "mice"]  # a baseline, asked for by name
+    default = [m for m in methods if m not in _BASELINES]
     chosen = args.methods.split(",") if args.methods else default
     unknown = [m for m in chosen if m not in methods]
     if unknown:
@@ -352,8 +356,8 @@ def _add_demo_command(sub):
     demo.add_argument(
         "--methods",
         default=None,
-        help="comma-separated methods among kernel, pace, mice, vt, sand "
-        "(default: all available but the mice baseline)",
+        help="comma-separated methods among kernel, pace, face, mice, gain, cnp, "
+        "vt, sand (default: all available but the baselines mice, gain and cnp)",
     )
     demo.add_argument("--out", default="fdaimpute_demo.png", help="PNG to write")
     demo.add_argument("--seed", type=int, default=0, help="random seed")
@@ -374,7 +378,8 @@ def _add_impute_command(sub):
     imp.add_argument(
         "--method",
         default=None,
-        help="kernel, pace, face, mice, vt or sand (default pace), fitted on the "
+        help="kernel, pace, face, mice, gain, cnp, vt or sand (default pace), "
+        "fitted on the "
         "input; or use --model",
     )
     imp.add_argument(

@@ -85,16 +85,24 @@ class Trainer:
     keep_start : bool, default=False
         Score the module on the validation subjects before training and
         keep that starting state (``best_epoch = start_epoch - 1``) unless
-        an epoch beats it by ``start_margin`` standard errors. With a
-        statistical base and a zero-initialised correction, the start *is*
-        the base, so training cannot end worse than the base on the
-        validation subjects.
+        an epoch beats it by ``start_margin`` standard errors and across
+        subjects (``start_level``). With a statistical base and a
+        zero-initialised correction, the start *is* the base, so training
+        cannot end worse than the base on the validation subjects.
     start_margin : float, default=1.0
         With ``keep_start``: how many standard errors (paired over
         validation subjects, :func:`~fdaimpute.nn.validation.paired_gain`)
         the best epoch's held-out error must be below the start's to be
         kept. It guards against an epoch that won on the validation points
         by chance, which matters when there are few validation subjects.
+    start_level : float, default=0.05
+        With ``keep_start``: the best epoch must also lower the subjects'
+        errors consistently, a one-sided Wilcoxon signed-rank test over
+        the validation subjects
+        (:func:`~fdaimpute.nn.validation.signed_rank_p`) with a p-value
+        below this. It guards against a mean gain that a few subjects with
+        large errors make on their own (heavy-tailed data); ``1`` turns
+        the test off.
 
     Attributes
     ----------
@@ -106,8 +114,9 @@ class Trainer:
         state, see ``keep_start``).
     start_gain : tuple of float or None
         With ``keep_start``: how much the best epoch's held-out error was
-        below the start's, and that gain in standard errors (None if no
-        epoch had a lower error or nothing was validated).
+        below the start's, that gain in standard errors, and the
+        signed-rank test's p-value (None if no epoch had a lower error or
+        nothing was validated).
     stop_reason : str
         ``"max_epochs"``, ``"early stopping"``, ``"callback"``,
         ``"non-finite loss"`` or ``"interrupted"``.
@@ -155,6 +164,7 @@ class Trainer:
         start_epoch=0,
         keep_start=False,
         start_margin=1.0,
+        start_level=0.05,
     ):
         self.module = module
         self.grid = grid
@@ -183,6 +193,7 @@ class Trainer:
         self.start_epoch = int(start_epoch)
         self.keep_start = bool(keep_start)
         self.start_margin = float(start_margin)
+        self.start_level = float(start_level)
         self.start_state = None
         self.start_gain = None
         self.epoch = self.start_epoch
@@ -418,8 +429,12 @@ class Trainer:
         return self
 
     def _check_gain(self, valid, hidden):
-        """Go back to the start unless the best epoch beat it by the margin."""
-        from fdaimpute.nn.validation import paired_gain, subject_squared_errors
+        """Go back to the start unless the best epoch beat it clearly."""
+        from fdaimpute.nn.validation import (
+            paired_gain,
+            signed_rank_p,
+            subject_squared_errors,
+        )
 
         self.module.eval()
 
@@ -435,8 +450,10 @@ class Trainer:
                 read=self.read,
             )
 
-        self.start_gain = paired_gain(errors(self.best_state), errors(self.start_state))
-        if self.start_gain[1] < self.start_margin:
+        best, start = errors(self.best_state), errors(self.start_state)
+        self.start_gain = (*paired_gain(best, start), signed_rank_p(best, start))
+        _, z, p = self.start_gain
+        if z < self.start_margin or p >= self.start_level:
             self.best_state = self.start_state
             self.best_epoch = self.start_epoch - 1
 

@@ -22,6 +22,7 @@ __all__ = [
     "hidden_in_batch",
     "hide_validation_observations",
     "paired_gain",
+    "signed_rank_p",
     "subject_squared_errors",
 ]
 
@@ -193,3 +194,27 @@ def paired_gain(errors, reference):
     if se > 0:
         return float(gain), float(gain / se)
     return float(gain), math.inf if gain > 0 else 0.0
+
+
+def signed_rank_p(errors, reference):
+    """One-sided p-value that ``errors`` are lower than ``reference`` per subject.
+
+    Both are :func:`subject_squared_errors` of the same hidden points. The
+    Wilcoxon signed-rank test on each subject's drop in mean squared error
+    per hidden point asks whether the drop is shared by the subjects, where
+    :func:`paired_gain` asks whether it is large on average; on heavy-tailed
+    data a few subjects can make the average look significant on their own.
+
+    Returns
+    -------
+    p : float
+        The test's p-value (1 when no subject's error changed).
+    """
+    from scipy.stats import wilcoxon
+
+    (sums, counts), (ref_sums, _) = errors, reference
+    scored = counts > 0
+    drop = (ref_sums[scored] - sums[scored]) / counts[scored]
+    if not np.any(drop != 0):
+        return 1.0
+    return float(wilcoxon(drop, alternative="greater").pvalue)
