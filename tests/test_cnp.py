@@ -322,3 +322,17 @@ def test_per_subject_targets_match_shared_ones():
     for key in ("mean", "derivative"):
         torch.testing.assert_close(flat[key][:2], shared[key][0, :2])
         torch.testing.assert_close(flat[key][2], shared[key][1, 2])
+
+
+def test_command_line_method(tmp_path):
+    from fdaimpute.cli import main
+
+    data = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0).train.data
+    path, out = tmp_path / "obs.csv", tmp_path / "curves.csv"
+    data.to_long().to_csv(path, index=False)
+    args = ["impute", str(path), "-o", str(out), "--grid", "0:1:11"]
+    assert main([*args, "--method", "cnp", "--param", "max_epochs=2"]) == 0
+    curves = np.loadtxt(out, delimiter=",", skiprows=1)[:, 1:]
+    grid = np.linspace(0, 1, 11)
+    expected = fi.CNPImputer(grid=grid, max_epochs=2, random_state=0)
+    assert_allclose(curves, expected.fit_transform(data), rtol=1e-6, atol=1e-9)
