@@ -16,6 +16,7 @@ from fdaimpute import (
     tuning,
 )
 from fdaimpute.base import BaseImputer
+from fdaimpute.cnp import CNPImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.face import FACEImputer
 from fdaimpute.features import FeatureExtractor
@@ -29,6 +30,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BaseImputer",
+    "CNPImputer",
     "FACEImputer",
     "FeatureExtractor",
     "GAINImputer",

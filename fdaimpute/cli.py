@@ -85,6 +85,17 @@ def _method_factories():
             ),
         )
     try:
+        from fdaimpute.cnp import CNPImputer
+    except ImportError:
+        pass
+    else:
+        methods["cnp"] = (
+            "conditional neural process (CNP), a baseline (torch)",
+            lambda grid, seed, quick: CNPImputer(
+                grid=grid, random_state=seed, **({"max_epochs": 30} if quick else {})
+            ),
+        )
+    try:
         from fdaimpute.mice import MICEImputer
     except ImportError:
         pass
@@ -244,9 +255,10 @@ def _estimator(args, method):
     factory = methods[method][1]
     check_params(factory(None, args.seed, False), params, method)
     est = factory(None, args.seed, False)
-    if hasattr(est, "extrapolate"):
+    names = est.get_params()
+    if "extrapolate" in names:
         est.set_params(extrapolate=args.extrapolate)
-    if hasattr(est, "verbose"):
+    if "verbose" in names:
         est.set_params(verbose=True)
     est.set_params(**params)
     return est

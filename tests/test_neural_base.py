@@ -180,7 +180,7 @@ def test_trainer_keeps_the_start_unless_the_gain_is_shared(monkeypatch):
     trainer.best_epoch, trainer.start_epoch = 3, 0
     monkeypatch.setattr(trainer.module, "load_state_dict", lambda state: None)
     monkeypatch.setattr(trainer.module, "eval", lambda: None)
-    monkeypatch.setattr(validation, "subject_squared_errors", lambda *a: None)
+    monkeypatch.setattr(validation, "subject_squared_errors", lambda *a, **k: None)
     for z, p, kept in [(3.0, 0.01, "best"), (3.0, 0.2, "start"), (0.5, 0.01, "start")]:
         monkeypatch.setattr(validation, "paired_gain", lambda e, r, z=z: (0.1, z))
         monkeypatch.setattr(validation, "signed_rank_p", lambda e, r, p=p: p)

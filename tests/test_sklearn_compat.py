@@ -3,6 +3,7 @@
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fdaimpute import (
+    CNPImputer,
     FACEImputer,
     FeatureExtractor,
     GAINImputer,
@@ -57,6 +58,16 @@ def _estimators():
         GAINImputer(max_iter=20, device="cpu", random_state=0),
         VTImputer(**_NEURAL),
         SANDImputer(**_NEURAL, sand_head_dim=8, sand_encoding_dim=8),
+        CNPImputer(
+            hidden_dim=8,
+            n_layers=1,
+            r_dim=8,
+            max_epochs=2,
+            batch_size=16,
+            validation_fraction=0.0,
+            device="cpu",
+            random_state=0,
+        ),
         FeatureExtractor(KernelImputer(bandwidth=0.5), kind="curve"),
     ]
 

@@ -8,8 +8,11 @@ importable from here too).
 
 The loop is split into small steps that a subclass may override:
 :meth:`Trainer.fit` -> :meth:`Trainer.run_epoch` -> :meth:`Trainer.train_step`
--> :meth:`Trainer.forward` and :meth:`Trainer.compute_loss`, with
-:meth:`Trainer.validate` and the :meth:`Trainer.on_epoch_end` hook.
+-> :meth:`Trainer.visible_mask`, :meth:`Trainer.forward` and
+:meth:`Trainer.compute_loss`, with :meth:`Trainer.validate` (which reads the
+forward pass's prediction at the observation times with
+:meth:`Trainer.read`) and the :meth:`Trainer.on_epoch_end` hook. The
+conditional neural process (:mod:`fdaimpute.nn.cnp`) is one such subclass.
 """
 
 from __future__ import annotations
@@ -246,6 +249,22 @@ class Trainer:
                 return_hidden=return_hidden,
             )
 
+    def visible_mask(self, batch):
+        """Which observations of a training batch the encoder sees.
+
+        Each subject hides 1 to half of its points
+        (:func:`~fdaimpute.nn.hide_observations`); the loss scores all.
+        """
+        return batch.valid & ~hide_observations(batch.valid, self.generator)
+
+    def read(self, out, batch):
+        """The prediction of ``out`` at ``batch.times``, (B, L): SAND's or VT's curve.
+
+        What :meth:`validate` scores at the hidden validation points.
+        """
+        vt, sand = read_at(out, self.grid, batch.times, self.anchors)
+        return vt if sand is None else sand
+
     def compute_loss(self, out, batch):
         """Data loss: MSE of VT (and SAND) at all observed points.
 
@@ -281,8 +300,7 @@ class Trainer:
         Returns the data loss, the total (with weighted penalties) and the
         unweighted penalties (tensors).
         """
-        hidden = hide_observations(batch.valid, self.generator)
-        batch.visible = batch.valid & ~hidden
+        batch.visible = self.visible_mask(batch)
         need_hidden = any(getattr(r, "needs_hidden", False) for r in self.regularizers)
         out = self.forward(batch, return_hidden=need_hidden)
         loss, _ = self.compute_loss(out, batch)
@@ -349,7 +367,13 @@ class Trainer:
         """
         self.module.eval()
         return held_out_error(
-            self.forward, data, hidden, self.grid, self.anchors, self.batch_size
+            self.forward,
+            data,
+            hidden,
+            self.grid,
+            self.anchors,
+            self.batch_size,
+            read=self.read,
         )
 
     # ------------------------------------------------------------------ #
@@ -417,7 +441,13 @@ class Trainer:
         def errors(state):
             self.module.load_state_dict(state)
             return subject_squared_errors(
-                self.forward, valid, hidden, self.grid, self.anchors, self.batch_size
+                self.forward,
+                valid,
+                hidden,
+                self.grid,
+                self.anchors,
+                self.batch_size,
+                read=self.read,
             )
 
         best, start = errors(self.best_state), errors(self.start_state)

@@ -88,20 +88,25 @@ def hidden_in_batch(flags, data, batch):
     return flags[flat] & batch.valid
 
 
-def _held_out_batches(forward, data, hidden, grid, anchors, batch_size):
+def _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read=None):
     """Yield each batch's subjects, hidden flags and errors at those points."""
     for index in torch.arange(len(data)).split(max(batch_size, 512)):
         batch = data.batch(index)
         held = hidden_in_batch(hidden, data, batch)
         batch.visible = batch.valid & ~held
         out = forward(batch)
-        vt, sand = read_at(out, grid, batch.times, anchors)
-        pred = vt if sand is None else sand
+        if read is None:
+            vt, sand = read_at(out, grid, batch.times, anchors)
+            pred = vt if sand is None else sand
+        else:
+            pred = read(out, batch)
         yield index, held, torch.where(held, pred - batch.values, 0.0)
 
 
 @torch.no_grad()
-def held_out_error(forward, data, hidden, grid, anchors=None, batch_size=512):
+def held_out_error(
+    forward, data, hidden, grid, anchors=None, batch_size=512, *, read=None
+):
     """Mean squared error of a module's output at the hidden validation points.
 
     Parameters
@@ -120,14 +125,19 @@ def held_out_error(forward, data, hidden, grid, anchors=None, batch_size=512):
         SAND's integration constant (how its curve is read off the grid).
     batch_size : int, default=512
         Subjects per forward pass (at least 512 are used).
+    read : callable, default=None
+        Maps ``(out, batch)`` to the predictions at ``batch.times``, shape
+        (B, L), for an output that is not a curve on ``grid`` (e.g.
+        :meth:`Trainer.read <fdaimpute.nn.Trainer.read>`); ``None`` reads
+        SAND's curve of a SAND module, VT's of a VT, off ``grid``.
 
     Returns
     -------
     float
-        SAND's error for a SAND module, VT's for a VT.
+        The mean squared error at the hidden points.
     """
     total, count = 0.0, 0
-    batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size)
+    batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read)
     for _, held, err in batches:
         total += float(err.pow(2).sum())
         count += int(held.sum())
@@ -135,7 +145,9 @@ def held_out_error(forward, data, hidden, grid, anchors=None, batch_size=512):
 
 
 @torch.no_grad()
-def subject_squared_errors(forward, data, hidden, grid, anchors=None, batch_size=512):
+def subject_squared_errors(
+    forward, data, hidden, grid, anchors=None, batch_size=512, *, read=None
+):
     """Per validation subject: the sum of squared errors at its hidden points.
 
     Arguments as for :func:`held_out_error`.
@@ -149,7 +161,7 @@ def subject_squared_errors(forward, data, hidden, grid, anchors=None, batch_size
     """
     sums = torch.zeros(len(data), dtype=torch.float64)
     counts = torch.zeros(len(data), dtype=torch.float64)
-    batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size)
+    batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read)
     for index, held, err in batches:
         sums[index] = err.double().pow(2).sum(1).cpu()
         counts[index] = held.sum(1).double().cpu()
