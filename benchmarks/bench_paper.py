@@ -61,6 +61,7 @@ PAPER = {
     "kernel": {"30": (262.9, 273.8), "8-12": (735.3, 305.7), "3-5": (1157, 263.3)},
     "PACE": {"30": (189.9, 187.1), "8-12": (450.0, 201.9), "3-5": (795.5, 209.5)},
     "FACE": {"30": (284.6, 198.9), "8-12": (488.2, 204.5), "3-5": (807.1, 209.5)},
+    "mFPCA": {"30": (224.7, 192.0), "8-12": (480.3, 204.0), "3-5": (787.1, 209.3)},
     "MICE": {"30": (176.7, 233.1), "8-12": (721.6, 318.4), "3-5": (1416, 332.7)},
     "VT": {"30": (169.8, 218.2), "8-12": (436.7, 227.0), "3-5": (798.6, 230.6)},
     "VTP": {"30": (169.0, 179.9), "8-12": (425.3, 199.4), "3-5": (777.4, 210.2)},
@@ -71,6 +72,7 @@ METHODS = (
     "kernel",
     "PACE",
     "FACE",
+    "mFPCA",
     "MICE",
     "VT",
     "VTP",
@@ -111,6 +113,7 @@ def run_sparsity(sparsity, args):
         "kernel": lambda: fi.KernelImputer(grid=grid),
         "PACE": lambda: fi.PACEImputer(grid=grid, random_state=args.seed),
         "FACE": lambda: fi.FACEImputer(grid=grid),
+        "mFPCA": lambda: fi.MFPCAImputer(grid=grid),
         "MICE": lambda: fi.MICEImputer(grid=grid, random_state=args.seed, **mice_kw),
         # LipReg(0) changes nothing in training; it records L_Lip for the figure.
         "VT": lambda: _neural(fi.VTImputer, args, n_fit, regularizers=[LipReg(0.0)]),

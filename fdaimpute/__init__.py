@@ -20,6 +20,7 @@ from fdaimpute.data import IrregularData
 from fdaimpute.face import FACEImputer
 from fdaimpute.features import FeatureExtractor
 from fdaimpute.kernel import KernelImputer
+from fdaimpute.mfpca import MFPCAImputer
 from fdaimpute.mice import MICEImputer
 from fdaimpute.neural import SANDImputer, VTImputer
 from fdaimpute.pace import PACEImputer
@@ -32,6 +33,7 @@ __all__ = [
     "FeatureExtractor",
     "IrregularData",
     "KernelImputer",
+    "MFPCAImputer",
     "MICEImputer",
     "PACEImputer",
     "SANDImputer",

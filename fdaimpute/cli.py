@@ -69,6 +69,15 @@ def _method_factories():
             lambda grid, seed, quick: FACEImputer(grid=grid),
         )
     try:
+        from fdaimpute.mfpca import MFPCAImputer
+    except ImportError:
+        pass
+    else:
+        methods["mfpca"] = (
+            "reduced-rank functional PCA by maximum likelihood (mFPCA)",
+            lambda grid, seed, quick: MFPCAImputer(grid=grid),
+        )
+    try:
         from fdaimpute.mice import MICEImputer
     except ImportError:
         pass
@@ -350,7 +359,7 @@ def _add_impute_command(sub):
     imp.add_argument(
         "--method",
         default=None,
-        help="kernel, pace, face, mice, vt or sand (default pace), fitted on the "
+        help="kernel, pace, face, mfpca, mice, vt or sand (default pace), fitted on the "
         "input; or use --model",
     )
     imp.add_argument(
