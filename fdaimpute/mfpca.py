@@ -48,9 +48,11 @@ class MFPCAImputer(BaseImputer):
         Output grid of ``transform``: ``None`` gives 101 points over the
         training time range (or the column times of a dense input), an int
         that many equally spaced points, an array those times.
-    n_basis : int, default=10
+    n_basis : int or "auto", default="auto"
         B-splines ``M`` spanning the eigenfunctions (equally spaced knots
-        over the training range).
+        over the training range), or the size among 8, 12, 16 and 20 whose
+        best rank has the least BIC (the mean does not depend on ``M``, so
+        the likelihoods are of the same centred data).
     n_basis_mean : int, default=20
         B-splines of the mean (a P-spline chosen by GCV, as FACE's).
     degree : int, default=3
@@ -59,7 +61,7 @@ class MFPCAImputer(BaseImputer):
         Rank ``K``, or the rank minimising BIC (``-2 loglik + p log n``,
         ``p = MK - K(K+1)/2 + K + 1``), trying ``K = 1, 2, ...`` and
         stopping at the first increase.
-    max_components : int, default=6
+    max_components : int, default=10
         Largest rank tried by ``"bic"`` (capped at ``n_basis``).
     max_iter : int, default=200
         Iterations of the optimiser per rank.
@@ -85,6 +87,8 @@ class MFPCAImputer(BaseImputer):
     noise_variance_ : float
         Maximum-likelihood measurement-error variance.
     n_components_ : int
+    n_basis_ : int
+        Basis size used.
     loglik_ : float
         Maximised log-likelihood of the centred observations.
     start_loglik_ : float
@@ -134,7 +138,7 @@ class MFPCAImputer(BaseImputer):
 
     _param_constraints = {
         **BaseImputer._param_constraints,
-        "n_basis": [Interval("int", 2)],
+        "n_basis": [Interval("int", 2), Options("auto")],
         "n_basis_mean": [Interval("int", 2)],
         "degree": [Interval("int", 1, 5)],
         "n_components": [Interval("int", 1), Options("bic")],
@@ -147,11 +151,11 @@ class MFPCAImputer(BaseImputer):
         self,
         *,
         grid=None,
-        n_basis=10,
+        n_basis="auto",
         n_basis_mean=20,
         degree=3,
         n_components="bic",
-        max_components=6,
+        max_components=10,
         max_iter=200,
         tol=1e-8,
         extrapolate=False,
@@ -171,7 +175,7 @@ class MFPCAImputer(BaseImputer):
     def _fit(self, data):
         for name in ("n_basis", "n_basis_mean"):
             value = getattr(self, name)
-            if value < max(self.degree + 1, 3):
+            if value != "auto" and value < max(self.degree + 1, 3):
                 raise ValueError(
                     f"MFPCAImputer: {name}={value} is too small for degree="
                     f"{self.degree}; it must be at least {max(self.degree + 1, 3)}"
@@ -193,6 +197,7 @@ class MFPCAImputer(BaseImputer):
         self.eigenfunctions_ = model.eigenfunctions_at(grid)
         self.noise_variance_ = model.noise_variance
         self.n_components_ = model.n_components
+        self.n_basis_ = model.cov_knots.size - model.degree - 1
         self.loglik_, self.start_loglik_ = result.loglik, result.start_loglik
         self.bic_ = result.criterion
         self.n_iter_, self.converged_ = result.n_iter, result.converged

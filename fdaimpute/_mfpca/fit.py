@@ -25,6 +25,8 @@ from fdaimpute._mfpca.likelihood import SubjectStats
 from fdaimpute._mfpca.optimize import maximize_likelihood
 
 _NOISE_FLOOR = 1e-6
+# Basis sizes tried by n_basis="auto" (the BIC-best is kept).
+_AUTO_SIZES = (8, 12, 16, 20)
 
 
 @dataclass
@@ -68,28 +70,8 @@ def _start(p0, s2, k, floor):
     return vectors[:, order], np.log(lam), np.log(max(s2, floor))
 
 
-def fit_mfpca(times, values, offsets, time_range, options):
-    """Fit the reduced-rank model by maximum likelihood on flat arrays.
-
-    Parameters
-    ----------
-    times, values : ndarray of shape (n_obs,)
-    offsets : ndarray of shape (n_subjects + 1,)
-    time_range : tuple of float
-    options : dict
-        ``n_basis``, ``n_basis_mean``, ``degree``, ``n_components`` (int or
-        ``"bic"``), ``max_components``, ``max_iter``, ``tol``.
-
-    Returns
-    -------
-    MFPCAFit
-    """
-    lo, hi = time_range
-    degree = options["degree"]
-    mean_knots = equal_knots(lo, hi, options["n_basis_mean"], degree)
-    mean, mean_obs = fit_mean(times, values, mean_knots, degree, 2, "gcv")
-    resid = values - mean_obs
-    basis = OrthonormalBasis.build(lo, hi, options["n_basis"], degree)
+def _fit_rank(times, resid, offsets, basis, degree, options):
+    """ML fits of increasing rank on one basis; the BIC-best (or the given rank)."""
     theta, _ = fit_surface(times, resid, offsets, basis.knots, degree, 2, "gcv")
     scale = max(float(np.mean(resid**2)), np.finfo(float).tiny)
     floor = _NOISE_FLOOR * scale
@@ -118,7 +100,40 @@ def fit_mfpca(times, values, offsets, time_range, options):
             best = (bic, k, result)
         elif rule == "bic":
             break  # stop at the first increase
-    _, k, result = best
+    return (*best, criterion)
+
+
+def fit_mfpca(times, values, offsets, time_range, options):
+    """Fit the reduced-rank model by maximum likelihood on flat arrays.
+
+    Parameters
+    ----------
+    times, values : ndarray of shape (n_obs,)
+    offsets : ndarray of shape (n_subjects + 1,)
+    time_range : tuple of float
+    options : dict
+        ``n_basis``, ``n_basis_mean``, ``degree``, ``n_components`` (int or
+        ``"bic"``), ``max_components``, ``max_iter``, ``tol``.
+
+    Returns
+    -------
+    MFPCAFit
+    """
+    lo, hi = time_range
+    degree = options["degree"]
+    mean_knots = equal_knots(lo, hi, options["n_basis_mean"], degree)
+    mean, mean_obs = fit_mean(times, values, mean_knots, degree, 2, "gcv")
+    resid = values - mean_obs
+    sizes = _AUTO_SIZES if options["n_basis"] == "auto" else (options["n_basis"],)
+    best = None
+    for size in sizes:
+        basis = OrthonormalBasis.build(lo, hi, size, degree)
+        bic, k, result, criterion = _fit_rank(
+            times, resid, offsets, basis, degree, options
+        )
+        if best is None or bic < best[0]:
+            best = (bic, k, result, criterion, basis)
+    _, k, result, criterion, basis = best
     lam = np.exp(result.log_lam)
     order = np.argsort(lam)[::-1]
     lam, coef = lam[order], result.coef[:, order]
