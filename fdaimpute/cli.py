@@ -359,8 +359,8 @@ def _add_impute_command(sub):
     imp.add_argument(
         "--method",
         default=None,
-        help="kernel, pace, face, mfpca, mice, vt or sand (default pace), fitted on the "
-        "input; or use --model",
+        help="kernel, pace, face, mfpca, mice, vt or sand (default pace), fitted on "
+        "the input; or use --model",
     )
     imp.add_argument(
         "--model",
