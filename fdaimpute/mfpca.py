@@ -51,7 +51,8 @@ class MFPCAImputer(BaseImputer):
     n_basis : int or "auto", default="auto"
         B-splines ``M`` spanning the eigenfunctions (equally spaced knots
         over the training range), or the size among 8, 12, 16 and 20 whose
-        best rank has the least BIC (the mean does not depend on ``M``, so
+        best rank has the least BIC (trying them in turn, stopping at the
+        first increase) (the mean does not depend on ``M``, so
         the likelihoods are of the same centred data).
     n_basis_mean : int, default=20
         B-splines of the mean (a P-spline chosen by GCV, as FACE's).

@@ -133,6 +133,8 @@ def fit_mfpca(times, values, offsets, time_range, options):
         )
         if best is None or bic < best[0]:
             best = (bic, k, result, criterion, basis)
+        else:
+            break  # stop at the first increase
     _, k, result, criterion, basis = best
     lam = np.exp(result.log_lam)
     order = np.argsort(lam)[::-1]
