@@ -215,3 +215,21 @@ def test_bad_parameters_are_refused(params, error, match, rank_two):
     sim, _ = rank_two
     with pytest.raises(error, match=match):
         MFPCAImputer(**params).fit(sim.train.data[:50])
+
+
+def test_a_given_rank_and_basis_are_fitted_once(rank_two):
+    sim, _ = rank_two
+    model = MFPCAImputer(n_basis=9, n_components=3).fit(sim.train.data[:300])
+    assert model.n_basis_ == 9 and model.n_components_ == 3
+    assert list(model.bic_) == [3]
+    fine = np.linspace(*model.time_range_, 4001)
+    phi = model._model.eigenfunctions_at(fine)
+    gram = np.trapezoid(phi[:, :, None] * phi[:, None, :], fine, axis=0)
+    np.testing.assert_allclose(gram, np.eye(3), atol=1e-5)
+
+
+def test_the_cli_offers_it():
+    from fdaimpute.cli import _method_factories
+
+    _, factory = _method_factories()["mfpca"]
+    assert isinstance(factory(None, 0, False), MFPCAImputer)
