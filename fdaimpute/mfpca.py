@@ -39,8 +39,9 @@ class MFPCAImputer(BaseImputer):
     and ``s2`` maximise the Gaussian likelihood of the observations by
     Riemannian L-BFGS on the Stiefel manifold of ``C`` (log-parameters
     for ``Lambda`` and ``s2``), started from FACE's covariance surface on
-    the same B-splines. Curves are predicted as in PACE: scores by
-    conditional expectation, ``mu + Phi xi_i``.
+    the same B-splines (rank ``K`` from rank ``K - 1``'s optimum). Curves
+    are predicted as in PACE: scores by conditional expectation,
+    ``mu + Phi xi_i``.
 
     Parameters
     ----------

@@ -3,8 +3,9 @@
 The mean is FACE's P-spline mean (GCV). The starting covariance is FACE's
 tensor-product P-spline surface on the same B-splines as the reduced-rank
 model, carried to the orthonormal basis (``P0 = R theta R^T``); its
-leading ``K`` eigenpairs and FACE's noise variance start the optimiser,
-which then needs few iterations. The fitted model is a
+leading eigenpair and FACE's noise variance start rank 1, and rank ``K``
+starts from rank ``K - 1``'s optimum plus ``P0``'s ``K``-th eigenvector,
+so each fit needs few iterations. The fitted model is a
 :class:`fdaimpute._face.model.FACEModel` (spline mean, spline
 eigenfunctions), so prediction, derivatives and bands are FACE's.
 """
@@ -70,6 +71,18 @@ def _start(p0, s2, k, floor):
     return vectors[:, order], np.log(lam), np.log(max(s2, floor))
 
 
+def _extend(previous, direction, log_lam):
+    """Rank ``k - 1``'s optimum plus one new direction: a warm start for ``k``."""
+    coef = previous.coef
+    new = direction - coef @ (coef.T @ direction)
+    norm = np.linalg.norm(new)
+    if norm < 1e-8:  # the new direction is in the old span: any orthogonal one
+        q, _ = np.linalg.qr(coef, mode="complete")
+        new, norm = q[:, coef.shape[1]], 1.0
+    coef = np.column_stack([coef, new / norm])
+    return coef, np.append(previous.log_lam, log_lam), previous.log_s2
+
+
 def _fit_rank(times, resid, offsets, basis, degree, options):
     """ML fits of increasing rank on one basis; the BIC-best (or the given rank)."""
     theta, _ = fit_surface(times, resid, offsets, basis.knots, degree, 2, "gcv")
@@ -82,9 +95,11 @@ def _fit_rank(times, resid, offsets, basis, degree, options):
     most = min(basis.size, options["max_components"] or basis.size)
     ranks = range(1, most + 1) if rule == "bic" else [min(int(rule), basis.size)]
     n_subjects = offsets.size - 1
-    best, criterion = None, {}
+    best, criterion, previous = None, {}, None
     for k in ranks:
         coef, log_lam, log_s2 = _start(p0, s2, k, floor)
+        if previous is not None:
+            coef, log_lam, log_s2 = _extend(previous, coef[:, -1], log_lam[-1])
         result = maximize_likelihood(
             stats,
             coef,
@@ -96,6 +111,7 @@ def _fit_rank(times, resid, offsets, basis, degree, options):
         nll = result.history[-1]
         bic = 2 * nll + n_parameters(basis.size, k) * np.log(max(n_subjects, 2))
         criterion[k] = float(bic)
+        previous = result
         if best is None or bic < best[0]:
             best = (bic, k, result)
         elif rule == "bic":
