@@ -2,13 +2,16 @@
 
 Methods: the oracle (conditional mean with the true covariance), kernel
 smoothing (the paper's 1DS), PACE, a MICE baseline (chained equations on the
-binned grid), VT, VTP (VT + curvature penalty, weight chosen on the
-validation subjects), SAND, VT and SAND on PACE as their statistical base
-(``base="pace"``), VT + LipReg with a positive and a negative
-weight, and SAND + LipReg (negative weight, the sign the LipReg paper
-recommends for transformers). MSE and TV x 1000 on the 101-point grid
-against the noise-free test curves, with standard errors over test subjects,
-the ratio to the oracle, fit seconds, and the paper's published numbers.
+binned grid), a GAIN baseline (generative adversarial imputation of the same
+binned grid, observed cells kept as in GAIN's released code), VT, VTP (VT +
+curvature penalty, weight chosen on the validation subjects), SAND, VT and
+SAND on PACE as their statistical base (``base="pace"``), VT + LipReg with a
+positive and a negative weight, SAND + LipReg (negative weight, the sign the
+LipReg paper recommends for transformers), and the conditional neural process
+(CNP, Garnelo et al. 2018; the paper's CNP baseline, with its default sizes
+and the transformers' epochs). MSE and TV x 1000 on the 101-point grid against
+the noise-free test curves, with standard errors over test subjects, the ratio
+to the oracle, fit seconds, and the paper's published numbers.
 
 Statistical methods and the neural ones (except VTP) are fitted on the
 training and validation subjects (95%); the neural imputers hold out 5/95
@@ -63,9 +66,11 @@ PAPER = {
     "FACE": {"30": (284.6, 198.9), "8-12": (488.2, 204.5), "3-5": (807.1, 209.5)},
     "mFPCA": {"30": (224.7, 192.0), "8-12": (480.3, 204.0), "3-5": (787.1, 209.3)},
     "MICE": {"30": (176.7, 233.1), "8-12": (721.6, 318.4), "3-5": (1416, 332.7)},
+    "GAIN": {"30": (261.9, 350.0), "8-12": (1767, 743.3), "3-5": (2065, 759.2)},
     "VT": {"30": (169.8, 218.2), "8-12": (436.7, 227.0), "3-5": (798.6, 230.6)},
     "VTP": {"30": (169.0, 179.9), "8-12": (425.3, 199.4), "3-5": (777.4, 210.2)},
     "SAND": {"30": (146.5, 164.6), "8-12": (410.9, 196.8), "3-5": (758.1, 206.8)},
+    "CNP": {"30": (290.4, 198.9), "8-12": (551.3, 207.6), "3-5": (920.3, 211.9)},
 }
 METHODS = (
     "oracle",
@@ -74,6 +79,7 @@ METHODS = (
     "FACE",
     "mFPCA",
     "MICE",
+    "GAIN",
     "VT",
     "VTP",
     "SAND",
@@ -82,6 +88,7 @@ METHODS = (
     "VT+LipReg(+)",
     "VT+LipReg(-)",
     "SAND+LipReg(-)",
+    "CNP",
 )
 COLUMNS = ["method", "MSE", "TV", "MSE / oracle", "fit s", "paper MSE", "paper TV"]
 # LipReg on the token embedding is ~O(10) on rescaled tokens with time gaps
@@ -115,6 +122,9 @@ def run_sparsity(sparsity, args):
         "FACE": lambda: fi.FACEImputer(grid=grid),
         "mFPCA": lambda: fi.MFPCAImputer(grid=grid),
         "MICE": lambda: fi.MICEImputer(grid=grid, random_state=args.seed, **mice_kw),
+        "GAIN": lambda: fi.GAINImputer(
+            grid=grid, keep_observed=True, random_state=args.seed
+        ),
         # LipReg(0) changes nothing in training; it records L_Lip for the figure.
         "VT": lambda: _neural(fi.VTImputer, args, n_fit, regularizers=[LipReg(0.0)]),
         "SAND": lambda: _neural(fi.SANDImputer, args, n_fit),
@@ -129,6 +139,7 @@ def run_sparsity(sparsity, args):
         "SAND+LipReg(-)": lambda: _neural(
             fi.SANDImputer, args, n_fit, regularizers=[LipReg(-LIP_WEIGHT)]
         ),
+        "CNP": lambda: _neural(fi.CNPImputer, args, n_fit),
     }
     oracle = fi.oracle.ConditionalMean(sim.process, grid=grid)
     reference = fi.metrics.summarize(truth, oracle.transform(test))
@@ -238,7 +249,8 @@ def describe(args, seconds):
     return (
         f"Mode: {mode}. n = {args['n']} subjects per sparsity (90/5/5 split, seed "
         f"{args['seed']}), neural imputers trained for {args['epochs']} epochs "
-        f"(`preset='cpu'`), MICE {mice}, LipReg weight ±{LIP_WEIGHT:g} on the "
+        f"(`preset='cpu'`; CNP at its defaults: two MLPs of 3 x 128, "
+        f"r of 128, batches of 16), MICE {mice}, LipReg weight ±{LIP_WEIGHT:g} on the "
         f"token embedding, VTP weight chosen among {VTP_WEIGHTS} on the "
         f"validation curves. MSE and TV ×1000 on the 101-point grid, standard "
         f"errors over the {n_test} test subjects in brackets. 'paper' columns: "

@@ -54,7 +54,9 @@ METHODS = {
     "Kernel": lambda a: fi.KernelImputer(),
     "PACE": lambda a: fi.PACEImputer(random_state=a.seed),
     "PACE-fdapace": lambda a: fi.PACEImputer.fdapace(),
+    "FACE": lambda a: fi.FACEImputer(),
     "MICE": lambda a: fi.MICEImputer(random_state=a.seed),
+    "GAIN": lambda a: fi.GAINImputer(keep_observed=True, random_state=a.seed),
     "VT": lambda a: _neural(fi.VTImputer, a),
     # the curvature weight bench_paper.py's validation chose most often
     "VTP": lambda a: _neural(fi.VTImputer, a, regularizers=[Roughness(100.0)]),
@@ -125,6 +127,24 @@ def summarize(name, n, splits, methods):
     return rows
 
 
+def _merge_rows(runs):
+    """The runs' rows, one per data set and method, in the order of the tables.
+
+    Splits are seeded by their index, so a method run twice on a data set
+    (PACE beside every later run, for the paired ratio) gives the same row;
+    the first is kept.
+    """
+    merged = {}
+    for run in runs:
+        for row in run["rows"]:
+            merged.setdefault((row["data"], row["method"]), row)
+    data_order, method_order = list(DATASETS), list(METHODS)
+    return sorted(
+        merged.values(),
+        key=lambda r: (data_order.index(r["data"]), method_order.index(r["method"])),
+    )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
@@ -163,7 +183,7 @@ def main(argv=None):
         ]
         if args.save_rows:
             Path(args.save_rows).write_text(json.dumps(runs[0], indent=1))
-    rows = [r for run in runs for r in run["rows"]]
+    rows = _merge_rows(runs)
     table = markdown_table(rows, COLUMNS)
     print(table)
     if args.write:

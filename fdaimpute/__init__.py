@@ -16,9 +16,11 @@ from fdaimpute import (
     tuning,
 )
 from fdaimpute.base import BaseImputer
+from fdaimpute.cnp import CNPImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.face import FACEImputer
 from fdaimpute.features import FeatureExtractor
+from fdaimpute.gain import GAINImputer
 from fdaimpute.kernel import KernelImputer
 from fdaimpute.mfpca import MFPCAImputer
 from fdaimpute.mice import MICEImputer
@@ -29,8 +31,10 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BaseImputer",
+    "CNPImputer",
     "FACEImputer",
     "FeatureExtractor",
+    "GAINImputer",
     "IrregularData",
     "KernelImputer",
     "MFPCAImputer",

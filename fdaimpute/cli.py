@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -38,6 +39,10 @@ each subject's own times) into smooth curves on a common grid.
 
 Run 'fdaimpute <command> --help' for the options of a command.
 """
+
+
+#: The SAND paper's baselines: fitted by ``demo`` only when named.
+_BASELINES = ("mice", "gain", "cnp")
 
 
 def _method_factories():
@@ -76,6 +81,28 @@ def _method_factories():
         methods["mfpca"] = (
             "reduced-rank functional PCA by maximum likelihood (mFPCA)",
             lambda grid, seed, quick: MFPCAImputer(grid=grid),
+        )
+    try:
+        from fdaimpute.gain import GAINImputer
+    except ImportError:
+        pass
+    else:
+        methods["gain"] = (
+            "generative adversarial imputation (GAIN) on binned times (torch)",
+            lambda grid, seed, quick: GAINImputer(
+                grid=grid, random_state=seed, **({"max_iter": 500} if quick else {})
+            ),
+        )
+    try:
+        from fdaimpute.cnp import CNPImputer
+    except ImportError:
+        pass
+    else:
+        methods["cnp"] = (
+            "conditional neural process (CNP), a baseline (torch)",
+            lambda grid, seed, quick: CNPImputer(
+                grid=grid, random_state=seed, **({"max_epochs": 30} if quick else {})
+            ),
         )
     try:
         from fdaimpute.mice import MICEImputer
@@ -136,7 +163,7 @@ def _demo(args):
     from fdaimpute.plotting import plot_curves
 
     methods = _method_factories()
-    default = [m for m in methods if m != "mice"]  # a baseline, asked for by name
+    default = [m for m in methods if m not in _BASELINES]
     chosen = args.methods.split(",") if args.methods else default
     unknown = [m for m in chosen if m not in methods]
     if unknown:
@@ -223,7 +250,8 @@ def _read_data(args):
         raise SystemExit(
             f"cannot read {args.input}: {_cli_message(str(exc))}"
         ) from None
-    print(f"Read {data}", file=sys.stderr)
+    if os.environ.get("RANK", "0") == "0":  # once under torchrun
+        print(f"Read {data}", file=sys.stderr)
     return data
 
 
@@ -236,9 +264,10 @@ def _estimator(args, method):
     factory = methods[method][1]
     check_params(factory(None, args.seed, False), params, method)
     est = factory(None, args.seed, False)
-    if hasattr(est, "extrapolate"):
+    names = est.get_params()
+    if "extrapolate" in names:
         est.set_params(extrapolate=args.extrapolate)
-    if hasattr(est, "verbose"):
+    if "verbose" in names:
         est.set_params(verbose=True)
     est.set_params(**params)
     return est
@@ -337,8 +366,8 @@ def _add_demo_command(sub):
     demo.add_argument(
         "--methods",
         default=None,
-        help="comma-separated methods among kernel, pace, mice, vt, sand "
-        "(default: all available but the mice baseline)",
+        help="comma-separated methods among kernel, pace, face, mfpca, mice, gain, "
+        "cnp, vt, sand (default: all available but the baselines mice, gain and cnp)",
     )
     demo.add_argument("--out", default="fdaimpute_demo.png", help="PNG to write")
     demo.add_argument("--seed", type=int, default=0, help="random seed")
@@ -359,8 +388,8 @@ def _add_impute_command(sub):
     imp.add_argument(
         "--method",
         default=None,
-        help="kernel, pace, face, mfpca, mice, vt or sand (default pace), fitted on "
-        "the input; or use --model",
+        help="kernel, pace, face, mfpca, mice, gain, cnp, vt or sand (default pace), "
+        "fitted on the input; or use --model",
     )
     imp.add_argument(
         "--model",

@@ -35,7 +35,8 @@ class FeatureExtractor(
       scores, so a linear model on the scores is a linear model on the
       curves, in a few columns instead of a whole grid;
     - ``kind="encoder"``: a neural imputer's (:class:`~fdaimpute.VTImputer`,
-      :class:`~fdaimpute.SANDImputer`) encoder tokens averaged over the
+      :class:`~fdaimpute.SANDImputer`, :class:`~fdaimpute.CNPImputer`)
+      encoder tokens averaged over the
       subject's observations (``d_model`` columns), see their ``encode``;
     - ``kind="curve"``: the imputed curve on the imputer's grid (any
       imputer).
@@ -163,7 +164,7 @@ scikit-fda object
         if self.kind == "scores":
             count, prefix = imputer.n_components_, "score"
         else:
-            count, prefix = imputer.module_config_["vt"]["d_model"], "encoder"
+            count, prefix = imputer._n_encoder_features(), "encoder"
         return np.asarray([f"{prefix}_{k + 1}" for k in range(count)], dtype=object)
 
     def get_feature_names_out(self, input_features=None):

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401
 from sklearn.impute import IterativeImputer
 
-from fdaimpute._interpolate import interpolate_rows, interpolate_shared, slope_shared
+from fdaimpute._binning import BinnedGridMixin
 from fdaimpute._params import RANDOM_STATE, Interval
 from fdaimpute.base import BaseImputer
 
 __all__ = ["MICEImputer"]
 
 
-class MICEImputer(BaseImputer):
+class MICEImputer(BinnedGridMixin, BaseImputer):
     """Multiple imputation by chained equations on binned times (baseline).
 
     Observations are averaged into ``n_bins`` equal-width time bins, giving
@@ -133,21 +132,7 @@ class MICEImputer(BaseImputer):
         self.keep_observed = keep_observed
 
     def _fit(self, data):
-        distinct = np.unique(data.times)
-        if self.n_bins is None:
-            n_bins = distinct.size if distinct.size <= 101 else 51
-        else:
-            n_bins = int(self.n_bins)
-        if n_bins == distinct.size:
-            # One bin per distinct time: centres are the times themselves.
-            mids = (distinct[1:] + distinct[:-1]) / 2
-            self.bin_edges_ = np.concatenate([[-np.inf], mids, [np.inf]])
-            self.bin_centres_ = distinct
-        else:
-            lo, hi = self.time_range_
-            self.bin_edges_ = np.linspace(lo, hi, n_bins + 1)
-            self.bin_centres_ = (self.bin_edges_[1:] + self.bin_edges_[:-1]) / 2
-            self._merge_empty_bins(data)
+        self._fit_bins(data)
         # A correlation needs two subjects; with fewer, use every bin.
         nearest = self.n_nearest_features if len(data) > 2 else None
         self.imputer_ = IterativeImputer(
@@ -168,56 +153,5 @@ class MICEImputer(BaseImputer):
         mean_row = filled.mean(axis=0, keepdims=True)
         self.mean_ = self._interpolate(mean_row, self.grid_)[0]
 
-    def _merge_empty_bins(self, data):
-        """Join each bin no training subject observes to the next observed one.
-
-        The last bins join the previous observed bin. Curves then interpolate
-        across the gap instead of imputing a column without data.
-        """
-        n_bins = self.bin_centres_.size
-        occupied = np.bincount(self._bin_of(data.times), minlength=n_bins) > 0
-        if occupied.all():
-            return
-        group = np.minimum(np.cumsum(occupied) - occupied, occupied.sum() - 1)
-        interior = np.flatnonzero(group[1:] != group[:-1]) + 1
-        self.bin_edges_ = self.bin_edges_[np.r_[0, interior, n_bins]]
-        self.bin_centres_ = self.bin_centres_[occupied]
-
-    def _bin_of(self, times):
-        """Bin index of each time; a time on an edge goes right in any unit."""
-        lo, hi = self.time_range_
-        slack = 1e-9 * (hi - lo)
-        col = np.searchsorted(self.bin_edges_, times + slack, "right") - 1
-        return np.clip(col, 0, self.bin_centres_.size - 1)
-
-    def _binned(self, data):
-        """Average each subject's observations within each bin; NaN if none."""
-        n_bins = self.bin_centres_.size
-        col = self._bin_of(data.times)
-        cell = data.subject_index * n_bins + col
-        size = len(data) * n_bins
-        count = np.bincount(cell, minlength=size)
-        total = np.bincount(cell, data.values, minlength=size)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return (total / count).reshape(len(data), n_bins)
-
     def _filled(self, data):
         return self.imputer_.transform(self._binned(data))
-
-    def _interpolate(self, filled, grid):
-        """Rows of ``filled`` (on the bin centres) at common times ``grid``."""
-        return interpolate_shared(filled, self.bin_centres_, grid)
-
-    def _transform_grid(self, data, grid, return_std=False):
-        if return_std:
-            raise NotImplementedError("MICEImputer does not estimate uncertainty")
-        return self._interpolate(self._filled(data), grid)
-
-    def _derivative_grid(self, data, grid):
-        return slope_shared(self._filled(data), self.bin_centres_, grid)
-
-    def _predict_ragged(self, data, times, offsets):
-        filled = self._filled(data)
-        centres = self.bin_centres_
-        inside = np.clip(times, centres[0], centres[-1])
-        return interpolate_rows(filled, centres, inside, np.diff(offsets))

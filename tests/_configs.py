@@ -26,6 +26,10 @@ NARROW_SIZES = dict(TINY_SIZES, d_model=8, dim_feedforward=16)
 TINY = dict(
     TINY_SIZES, max_epochs=3, batch_size=16, random_state=0, calibration_folds=None
 )
+# CNPImputer: two tiny MLPs, three epochs, no cross-fitting to switch off.
+CNP_TINY = dict(
+    hidden_dim=16, n_layers=1, r_dim=8, max_epochs=3, batch_size=16, random_state=0
+)
 # SANDImputer's extra layer, small.
 SAND_SIZES = dict(sand_head_dim=8, sand_encoding_dim=16)
 SAND_TINY = dict(TINY, **SAND_SIZES)

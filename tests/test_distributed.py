@@ -1,5 +1,6 @@
 """Neural training across processes: torchrun with the gloo backend, on CPU."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -57,7 +58,7 @@ def _run(tmp_path, cls, processes):
         launch += [f"--nproc_per_node={processes}"]
     else:
         launch = [sys.executable]
-    env = {"OMP_NUM_THREADS": "1", **__import__("os").environ}
+    env = {"OMP_NUM_THREADS": "1", **os.environ}
     done = subprocess.run(
         [*launch, str(script), str(tmp_path), cls],
         capture_output=True,
@@ -110,3 +111,62 @@ def test_two_processes_differ_from_one_only_by_the_batch_split(tmp_path):
     a, b = np.load(one / "curves0.npy"), np.load(two / "curves0.npy")
     assert not np.array_equal(a, b)
     assert np.abs(a - b).max() < 0.5 * np.abs(a).max()
+
+
+WEIGHT_WORKER = textwrap.dedent(
+    """
+    import sys
+    import torch
+    from fdaimpute.nn.distributed import observation_weight
+
+    torch.distributed.init_process_group("gloo")
+    rank = torch.distributed.get_rank()
+    count = (1, 3)[rank]  # rank 0 averages over 1 observation, rank 1 over 3
+    weight = observation_weight(count, torch.device("cpu"), 2)
+    with open(f"{sys.argv[1]}/weight{rank}.txt", "w") as f:
+        f.write(repr(weight))
+    torch.distributed.destroy_process_group()
+    """
+)
+
+
+def test_ranks_losses_weighted_by_their_observations(tmp_path):
+    # mean of the weighted per-rank means = the mean over all four points
+    script = tmp_path / "weights.py"
+    script.write_text(WEIGHT_WORKER)
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    done = subprocess.run(
+        [*launch, "--nproc_per_node=2", str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    weights = [float((tmp_path / f"weight{r}.txt").read_text()) for r in (0, 1)]
+    assert weights == [0.5, 1.5]
+    # rank means 4.0 (one point) and 8.0 (three): pooled mean (4 + 24) / 4 = 7
+    assert (weights[0] * 4.0 + weights[1] * 8.0) / 2 == 7.0
+    from fdaimpute.nn.distributed import observation_weight
+
+    assert observation_weight(5, torch.device("cpu"), 1) == 1.0
+
+
+def test_cli_fit_under_torchrun_reports_once_and_saves_a_model(tmp_path):
+    sim = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
+    path = tmp_path / "obs.csv"
+    sim.train.data.to_long().to_csv(path, index=False)
+    model = tmp_path / "vt.fdai"
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    fit = ["-m", "fdaimpute", "fit", str(path), "--method", "vt", "--epochs", "2"]
+    done = subprocess.run(
+        [*launch, "--nproc_per_node=2", *fit, "--save", str(model)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("Read IrregularData") == 1, done.stderr[-3000:]
+    curves = fi.VTImputer.load(model).transform(sim.train.data)
+    assert curves.shape == (len(sim.train.data), 101)
+    assert np.isfinite(curves).all()

@@ -10,7 +10,7 @@ from sklearn.base import clone
 
 import fdaimpute as fi
 from fdaimpute.neural import SANDImputer, VTImputer
-from fdaimpute.nn.validation import paired_gain
+from fdaimpute.nn.validation import paired_gain, signed_rank_p
 
 torch_classes = pytest.mark.parametrize(
     "cls, params",
@@ -151,6 +151,44 @@ def test_paired_gain_known_answers():
     gain, z = paired_gain((ref - [3.0, 0.0, 0.0], counts), (ref, counts))
     se = np.sqrt(3 / 2 * (2.0**2 + 0.5**2 + 1.5**2)) / 6
     assert gain == pytest.approx(0.5) and z == pytest.approx(0.5 / se)
+
+
+def test_signed_rank_p_tells_a_shared_gain_from_a_few_subjects_gain():
+    counts = np.ones(40)
+    ref = np.linspace(1.0, 2.0, 40)
+    assert signed_rank_p((ref, counts), (ref, counts)) == 1.0
+    # every subject a little better: a shared gain
+    assert signed_rank_p((ref - 0.01, counts), (ref, counts)) < 1e-6
+    # two subjects much better, the others a little worse: the mean gain is
+    # more than two standard errors from zero, the signed ranks say no
+    few = ref + 0.01
+    few[:2] -= [6.0, 6.0]
+    _, z = paired_gain((few, counts), (ref, counts))
+    assert z > 1.0
+    assert signed_rank_p((few, counts), (ref, counts)) > 0.5
+    # subjects with nothing hidden do not count
+    empty = np.r_[counts, 0.0]
+    padded = (np.r_[ref - 0.01, 0.0], empty), (np.r_[ref, 5.0], empty)
+    assert signed_rank_p(*padded) == signed_rank_p((ref - 0.01, counts), (ref, counts))
+
+
+def test_trainer_keeps_the_start_unless_the_gain_is_shared(monkeypatch):
+    from fdaimpute.nn import training, validation
+
+    trainer = training.Trainer(torch.nn.Linear(1, 1), np.linspace(0, 1, 5))
+    trainer.best_state, trainer.start_state = "best", "start"
+    trainer.best_epoch, trainer.start_epoch = 3, 0
+    monkeypatch.setattr(trainer.module, "load_state_dict", lambda state: None)
+    monkeypatch.setattr(trainer.module, "eval", lambda: None)
+    monkeypatch.setattr(validation, "subject_squared_errors", lambda *a, **k: None)
+    for z, p, kept in [(3.0, 0.01, "best"), (3.0, 0.2, "start"), (0.5, 0.01, "start")]:
+        monkeypatch.setattr(validation, "paired_gain", lambda e, r, z=z: (0.1, z))
+        monkeypatch.setattr(validation, "signed_rank_p", lambda e, r, p=p: p)
+        trainer.best_state, trainer.best_epoch = "best", 3
+        trainer._check_gain(None, None)
+        assert trainer.best_state == kept
+        assert trainer.start_gain == (0.1, z, p)
+        assert trainer.best_epoch == (3 if kept == "best" else -1)
 
 
 @pytest.mark.parametrize("n, expected", [(80, 24), (300, 50), (1000, 100)])

@@ -83,6 +83,7 @@ ESTIMATORS = [
     fi.PACEImputer,
     fi.VTImputer,
     fi.SANDImputer,
+    fi.CNPImputer,
 ]
 
 

@@ -6,7 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
-from _configs import SAND_TINY, TINY
+from _configs import CNP_TINY, SAND_TINY, TINY
 from numpy.testing import assert_array_equal
 from sklearn.exceptions import NotFittedError
 
@@ -26,9 +26,11 @@ FACTORIES = {
     "MICE": lambda: fi.MICEImputer(n_bins=21, max_iter=2, random_state=0),
     "VT": lambda: fi.VTImputer(**TINY),
     "SAND": lambda: fi.SANDImputer(**SAND_TINY),
+    "CNP": lambda: fi.CNPImputer(**CNP_TINY),
 }
+NEURAL = ("VT", "SAND", "CNP")
 NAMES = [
-    pytest.param(name, marks=needs_torch) if name in ("VT", "SAND") else name
+    pytest.param(name, marks=needs_torch) if name in NEURAL else name
     for name in FACTORIES
 ]
 
@@ -62,6 +64,9 @@ def _outputs(est, data):
     if isinstance(est, fi.PACEImputer):
         out["std"] = est.transform(data, return_std=True)[1]
         out["scores"] = est.scores(data)
+    if isinstance(est, fi.CNPImputer):
+        out["std"] = est.transform(data, return_std=True)[1]
+        out["encode"] = est.encode(data)
     if getattr(est, "error_head_", None) is not None:
         out["std"] = est.transform(data, return_std=True)[1]
     return out
@@ -91,7 +96,7 @@ def test_save_load_gives_bit_identical_outputs(fitted, sim, tmp_path, name):
     assert header["format_version"] == FORMAT_VERSION
     assert header["fitted"] is True
     assert header["fdaimpute"] == fi.__version__
-    if name in ("VT", "SAND"):
+    if name in NEURAL:
         assert header["torch"] == str(torch.__version__)
 
 

@@ -33,6 +33,7 @@ torch = pytest.importorskip("torch")
 pd = pytest.importorskip("pandas")
 
 from fdaimpute import (  # noqa: E402
+    CNPImputer,
     IrregularData,
     KernelImputer,
     MICEImputer,
@@ -59,6 +60,16 @@ NEURAL_TINY = dict(
     random_state=0,
 )
 SAND_TINY = dict(NEURAL_TINY, sand_heads=2, sand_head_dim=4, sand_encoding_dim=8)
+CNP_TINY = dict(
+    hidden_dim=8,
+    n_layers=1,
+    r_dim=4,
+    max_epochs=2,
+    batch_size=4,
+    validation_fraction=0.0,
+    device="cpu",
+    random_state=0,
+)
 CLASSES = {
     "Kernel": (KernelImputer, {}),
     "PACE": (PACEImputer, dict(n_work_grid=31, random_state=0)),
@@ -67,6 +78,7 @@ CLASSES = {
     "MICE": (MICEImputer, dict(n_bins=15, max_iter=3, random_state=0)),
     "VT": (VTImputer, NEURAL_TINY),
     "SAND": (SANDImputer, SAND_TINY),
+    "CNP": (CNPImputer, CNP_TINY),
 }
 
 
@@ -77,7 +89,7 @@ def make(name, **overrides):
 
 
 CLASSICAL = ("Kernel", "PACE", "MICE")
-NEURAL = ("VT", "SAND")
+NEURAL = ("VT", "SAND", "CNP")
 ALL = CLASSICAL + NEURAL
 
 # The only errors an imputer may raise on valid IrregularData: a ValueError
@@ -104,6 +116,7 @@ ACCEPTED_ERRORS = {
     "MICE": _COMMON_ERRORS,
     "VT": _COMMON_ERRORS,
     "SAND": _COMMON_ERRORS,
+    "CNP": _COMMON_ERRORS,
 }
 
 
@@ -294,6 +307,7 @@ FIT_CASES = [
     ("MICE-distinct", "MICE", dict(n_bins=None), 3),
     ("VT", "VT", {}, 5),
     ("SAND", "SAND", {}, 5),
+    ("CNP", "CNP", {}, 5),
 ]
 
 
@@ -330,7 +344,8 @@ def test_neural_fit_with_validation_finite_or_clear_error(name):
         est, error = _fit_or_accepted_error(name, est, data)
         if error is not None:
             return
-        if est.error_head_ is None:
+        if est.error_head_ is None and name != "CNP":
+            # (a CNP's SD is its decoder's, so it has no error head)
             # the validation subjects had single points: nothing to calibrate
             with pytest.raises(ValueError, match="no uncertainty estimate"):
                 est.transform(data, return_std=True)
@@ -463,8 +478,15 @@ def test_permuting_subjects_permutes_outputs(fitted, name):
 # (bandwidth candidates, work grid, bins and the network's [0, 1] map all
 # follow the data's range), so scaled times give the same curves on the
 # scaled grid. Neural nets see float32 inputs, hence the looser tolerance.
-SCALE_RTOL = {"Kernel": 1e-6, "PACE": 1e-6, "MICE": 1e-6, "VT": 1e-3, "SAND": 1e-3}
-SCALE_EXAMPLES = {"Kernel": 10, "PACE": 6, "MICE": 8, "VT": 2, "SAND": 2}
+SCALE_RTOL = {
+    "Kernel": 1e-6,
+    "PACE": 1e-6,
+    "MICE": 1e-6,
+    "VT": 1e-3,
+    "SAND": 1e-3,
+    "CNP": 1e-3,
+}
+SCALE_EXAMPLES = {"Kernel": 10, "PACE": 6, "MICE": 8, "VT": 2, "SAND": 2, "CNP": 2}
 scale_factors = st.integers(-8, 8).filter(lambda e: e != 0).map(lambda e: 10.0**e)
 
 
@@ -482,7 +504,7 @@ def _scale_inputs(name):
     )
 
 
-@pytest.mark.parametrize("name", by_name(("Kernel", "PACE", "VT", "SAND")))
+@pytest.mark.parametrize("name", by_name(("Kernel", "PACE", "VT", "SAND", "CNP")))
 def test_scaling_values_scales_curves(name):
     @given(drawn=_scale_inputs(name), c=scale_factors)
     @settings(max_examples=budget(SCALE_EXAMPLES[name]))
@@ -601,7 +623,7 @@ def test_mice_one_subject_many_bins_fits_cleanly():
 
 # ---------------------------------------------------------------------- #
 # refit and persistence
-REFIT_EXAMPLES = {"Kernel": 8, "PACE": 5, "MICE": 6, "VT": 2, "SAND": 2}
+REFIT_EXAMPLES = {"Kernel": 8, "PACE": 5, "MICE": 6, "VT": 2, "SAND": 2, "CNP": 2}
 
 
 @pytest.mark.parametrize("name", by_name(ALL))

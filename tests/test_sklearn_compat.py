@@ -3,8 +3,10 @@
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fdaimpute import (
+    CNPImputer,
     FACEImputer,
     FeatureExtractor,
+    GAINImputer,
     KernelImputer,
     MFPCAImputer,
     MICEImputer,
@@ -55,8 +57,19 @@ def _estimators():
         PACEImputer(random_state=0),
         FACEImputer(),
         MFPCAImputer(n_components=2),
+        GAINImputer(max_iter=20, device="cpu", random_state=0),
         VTImputer(**_NEURAL),
         SANDImputer(**_NEURAL, sand_head_dim=8, sand_encoding_dim=8),
+        CNPImputer(
+            hidden_dim=8,
+            n_layers=1,
+            r_dim=8,
+            max_epochs=2,
+            batch_size=16,
+            validation_fraction=0.0,
+            device="cpu",
+            random_state=0,
+        ),
         FeatureExtractor(KernelImputer(bandwidth=0.5), kind="curve"),
     ]
 

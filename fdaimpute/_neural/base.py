@@ -96,6 +96,13 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         """Extra keyword arguments of the :class:`~fdaimpute.nn.Trainer`."""
         return {}
 
+    @staticmethod
+    def _trainer_class():
+        """The training loop: :class:`~fdaimpute.nn.Trainer` or a subclass."""
+        from fdaimpute.nn import Trainer
+
+        return Trainer
+
     # ------------------------------------------------------------------ #
     # parameters
     def _config(self):
@@ -379,9 +386,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
 
     def _make_trainer(self, module, grid, cfg, regularizers, amp, seed, start_epoch=0):
         """Build the :class:`~fdaimpute.nn.Trainer` (override to customise)."""
-        from fdaimpute.nn import Trainer
-
-        return Trainer(
+        return self._trainer_class()(
             module,
             grid,
             max_epochs=cfg["max_epochs"],

@@ -24,8 +24,10 @@ COMMON_PARAMS_DOC = """
         the validation subjects are split in two (``split_["selection"]``
         choose the epoch, ``split_["comparison"]`` judge it) and the chosen
         epoch is kept only if, on the second half, its error is below the
-        base's by at least one standard error (paired over subjects;
-        ``start_gain_``), else the imputer *is* the base
+        base's by at least one standard error (paired over subjects) and
+        the subjects' errors drop consistently (one-sided Wilcoxon
+        signed-rank test, p < 0.05; ``start_gain_``), else the imputer *is*
+        the base
         (``best_epoch_ == -1``), which is then refitted on every subject.
         Without validation subjects (``validation_fraction=0``) the epoch is
         chosen by training loss and none of this holds. ``None``: the
@@ -137,9 +139,10 @@ COMMON_ATTRS_DOC = """
     base_ : imputer or None
         The fitted base (see ``base``).
     start_gain_ : tuple of float or None
-        With a base: how much lower the kept epoch's held-out error was
-        than the base's, and that gain in standard errors (None when no
-        epoch beat the base at all).
+        With a base: how much lower the best epoch's held-out error was
+        than the base's on the comparison subjects, that gain in standard
+        errors, and the signed-rank test's p-value (None when no epoch beat
+        the base at all).
     n_epochs_ : int
         Epochs run.
     stop_reason_ : str

@@ -9,6 +9,10 @@ from sklearn.utils.validation import check_is_fitted
 class EncoderFeaturesMixin:
     """The ``encode`` method of the neural imputers."""
 
+    def _n_encoder_features(self):
+        """Columns of :meth:`encode`: the transformer's width."""
+        return self.module_config_["vt"]["d_model"]
+
     def encode(self, X):
         """Each subject's encoder state, averaged over its observations.
 

@@ -13,7 +13,9 @@
 - :mod:`~fdaimpute.nn.training` (with :mod:`~fdaimpute.nn.optim`): the
   training loop, and :mod:`~fdaimpute.nn.inference`: batched inference;
 - :mod:`~fdaimpute.nn.uncertainty`: the error-variance head behind
-  ``return_std``.
+  ``return_std``;
+- :mod:`~fdaimpute.nn.cnp`: the conditional neural process (network,
+  context draw, likelihood, its Trainer and inference).
 """
 
 from fdaimpute.nn.batching import (
@@ -22,6 +24,7 @@ from fdaimpute.nn.batching import (
     anchor_weights,
     hide_observations,
 )
+from fdaimpute.nn.cnp import CNPModule, CNPTrainer, predict_cnp
 from fdaimpute.nn.encoding import SinusoidalEncoding, sinusoidal_encoding
 from fdaimpute.nn.inference import pooled_encoding
 from fdaimpute.nn.output import ModuleOutput
@@ -50,6 +53,8 @@ from fdaimpute.nn.uncertainty import ErrorVarianceHead, error_features, fit_erro
 
 __all__ = [
     "Batch",
+    "CNPModule",
+    "CNPTrainer",
     "ErrorVarianceHead",
     "LipReg",
     "ModuleOutput",
@@ -75,6 +80,7 @@ __all__ = [
     "interpolate_linear",
     "mean_anchored_integral",
     "pooled_encoding",
+    "predict_cnp",
     "predict_curves",
     "sinusoidal_encoding",
     "two_sided_integral",

@@ -6,8 +6,12 @@ fit on the same data: the same split, shuffling and hiding seeds. Each
 global batch of ``batch_size`` subjects is dealt out to the ranks (rank
 ``r`` takes subjects ``r, r + W, ...`` of it), DistributedDataParallel
 averages the gradients, so the global batch and the learning rate are those
-of one process; losses and the finiteness check are averaged over ranks, so
-every rank takes the same early-stopping decision. Without a process group
+of one process. Each rank's loss is the mean over its own observations;
+weighted by its share of the global batch's observations
+(:func:`observation_weight`) before DDP's average, the gradient is that of
+the mean over the whole batch, as in one process. Epoch losses and the
+finiteness check are averaged over ranks, so every rank takes the same
+early-stopping decision. Without a process group
 (or with one process) nothing here changes anything.
 """
 
@@ -17,7 +21,14 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-__all__ = ["all_finite", "mean_over_ranks", "shard", "world", "wrap"]
+__all__ = [
+    "all_finite",
+    "mean_over_ranks",
+    "observation_weight",
+    "shard",
+    "world",
+    "wrap",
+]
 
 
 def world():
@@ -59,6 +70,20 @@ def mean_over_ranks(value, device, size):
     if size == 1 or value is None:
         return value
     return _reduce(value, device, dist.ReduceOp.SUM) / size
+
+
+def observation_weight(count, device, size):
+    """``size * count / total``: the factor of this rank's mean loss.
+
+    ``count`` is the number of observations this rank's loss averages over
+    and ``total`` their sum over the ranks. With the factor, DDP's average of
+    the ranks' gradients is the gradient of the mean over all ``total``
+    observations. 1 with one rank.
+    """
+    if size == 1:
+        return 1.0
+    total = _reduce(count, device, dist.ReduceOp.SUM)
+    return size * float(count) / max(total, 1.0)
 
 
 def all_finite(flag, device, size):

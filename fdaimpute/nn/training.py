@@ -8,8 +8,11 @@ importable from here too).
 
 The loop is split into small steps that a subclass may override:
 :meth:`Trainer.fit` -> :meth:`Trainer.run_epoch` -> :meth:`Trainer.train_step`
--> :meth:`Trainer.forward` and :meth:`Trainer.compute_loss`, with
-:meth:`Trainer.validate` and the :meth:`Trainer.on_epoch_end` hook.
+-> :meth:`Trainer.visible_mask`, :meth:`Trainer.forward` and
+:meth:`Trainer.compute_loss`, with :meth:`Trainer.validate` (which reads the
+forward pass's prediction at the observation times with
+:meth:`Trainer.read`) and the :meth:`Trainer.on_epoch_end` hook. The
+conditional neural process (:mod:`fdaimpute.nn.cnp`) is one such subclass.
 """
 
 from __future__ import annotations
@@ -82,16 +85,24 @@ class Trainer:
     keep_start : bool, default=False
         Score the module on the validation subjects before training and
         keep that starting state (``best_epoch = start_epoch - 1``) unless
-        an epoch beats it by ``start_margin`` standard errors. With a
-        statistical base and a zero-initialised correction, the start *is*
-        the base, so training cannot end worse than the base on the
-        validation subjects.
+        an epoch beats it by ``start_margin`` standard errors and across
+        subjects (``start_level``). With a statistical base and a
+        zero-initialised correction, the start *is* the base, so training
+        cannot end worse than the base on the validation subjects.
     start_margin : float, default=1.0
         With ``keep_start``: how many standard errors (paired over
         validation subjects, :func:`~fdaimpute.nn.validation.paired_gain`)
         the best epoch's held-out error must be below the start's to be
         kept. It guards against an epoch that won on the validation points
         by chance, which matters when there are few validation subjects.
+    start_level : float, default=0.05
+        With ``keep_start``: the best epoch must also lower the subjects'
+        errors consistently, a one-sided Wilcoxon signed-rank test over
+        the validation subjects
+        (:func:`~fdaimpute.nn.validation.signed_rank_p`) with a p-value
+        below this. It guards against a mean gain that a few subjects with
+        large errors make on their own (heavy-tailed data); ``1`` turns
+        the test off.
 
     Attributes
     ----------
@@ -103,8 +114,9 @@ class Trainer:
         state, see ``keep_start``).
     start_gain : tuple of float or None
         With ``keep_start``: how much the best epoch's held-out error was
-        below the start's, and that gain in standard errors (None if no
-        epoch had a lower error or nothing was validated).
+        below the start's, that gain in standard errors, and the
+        signed-rank test's p-value (None if no epoch had a lower error or
+        nothing was validated).
     stop_reason : str
         ``"max_epochs"``, ``"early stopping"``, ``"callback"``,
         ``"non-finite loss"`` or ``"interrupted"``.
@@ -152,6 +164,7 @@ class Trainer:
         start_epoch=0,
         keep_start=False,
         start_margin=1.0,
+        start_level=0.05,
     ):
         self.module = module
         self.grid = grid
@@ -180,6 +193,7 @@ class Trainer:
         self.start_epoch = int(start_epoch)
         self.keep_start = bool(keep_start)
         self.start_margin = float(start_margin)
+        self.start_level = float(start_level)
         self.start_state = None
         self.start_gain = None
         self.epoch = self.start_epoch
@@ -235,6 +249,22 @@ class Trainer:
                 return_hidden=return_hidden,
             )
 
+    def visible_mask(self, batch):
+        """Which observations of a training batch the encoder sees.
+
+        Each subject hides 1 to half of its points
+        (:func:`~fdaimpute.nn.hide_observations`); the loss scores all.
+        """
+        return batch.valid & ~hide_observations(batch.valid, self.generator)
+
+    def read(self, out, batch):
+        """The prediction of ``out`` at ``batch.times``, (B, L): SAND's or VT's curve.
+
+        What :meth:`validate` scores at the hidden validation points.
+        """
+        vt, sand = read_at(out, self.grid, batch.times, self.anchors)
+        return vt if sand is None else sand
+
     def compute_loss(self, out, batch):
         """Data loss: MSE of VT (and SAND) at all observed points.
 
@@ -270,12 +300,16 @@ class Trainer:
         Returns the data loss, the total (with weighted penalties) and the
         unweighted penalties (tensors).
         """
-        hidden = hide_observations(batch.valid, self.generator)
-        batch.visible = batch.valid & ~hidden
+        batch.visible = self.visible_mask(batch)
         need_hidden = any(getattr(r, "needs_hidden", False) for r in self.regularizers)
         out = self.forward(batch, return_hidden=need_hidden)
         loss, _ = self.compute_loss(out, batch)
         total = loss
+        if self.world_size > 1:
+            count = int(batch.valid.sum())
+            total = total * distributed.observation_weight(
+                count, self.device, self.world_size
+            )
         penalties = []
         if self.regularizers:
             ctx = self.context(out, batch)
@@ -333,7 +367,13 @@ class Trainer:
         """
         self.module.eval()
         return held_out_error(
-            self.forward, data, hidden, self.grid, self.anchors, self.batch_size
+            self.forward,
+            data,
+            hidden,
+            self.grid,
+            self.anchors,
+            self.batch_size,
+            read=self.read,
         )
 
     # ------------------------------------------------------------------ #
@@ -389,19 +429,31 @@ class Trainer:
         return self
 
     def _check_gain(self, valid, hidden):
-        """Go back to the start unless the best epoch beat it by the margin."""
-        from fdaimpute.nn.validation import paired_gain, subject_squared_errors
+        """Go back to the start unless the best epoch beat it clearly."""
+        from fdaimpute.nn.validation import (
+            paired_gain,
+            signed_rank_p,
+            subject_squared_errors,
+        )
 
         self.module.eval()
 
         def errors(state):
             self.module.load_state_dict(state)
             return subject_squared_errors(
-                self.forward, valid, hidden, self.grid, self.anchors, self.batch_size
+                self.forward,
+                valid,
+                hidden,
+                self.grid,
+                self.anchors,
+                self.batch_size,
+                read=self.read,
             )
 
-        self.start_gain = paired_gain(errors(self.best_state), errors(self.start_state))
-        if self.start_gain[1] < self.start_margin:
+        best, start = errors(self.best_state), errors(self.start_state)
+        self.start_gain = (*paired_gain(best, start), signed_rank_p(best, start))
+        _, z, p = self.start_gain
+        if z < self.start_margin or p >= self.start_level:
             self.best_state = self.start_state
             self.best_epoch = self.start_epoch - 1
 

@@ -22,6 +22,7 @@ __all__ = [
     "hidden_in_batch",
     "hide_validation_observations",
     "paired_gain",
+    "signed_rank_p",
     "subject_squared_errors",
 ]
 
@@ -87,20 +88,25 @@ def hidden_in_batch(flags, data, batch):
     return flags[flat] & batch.valid
 
 
-def _held_out_batches(forward, data, hidden, grid, anchors, batch_size):
+def _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read=None):
     """Yield each batch's subjects, hidden flags and errors at those points."""
     for index in torch.arange(len(data)).split(max(batch_size, 512)):
         batch = data.batch(index)
         held = hidden_in_batch(hidden, data, batch)
         batch.visible = batch.valid & ~held
         out = forward(batch)
-        vt, sand = read_at(out, grid, batch.times, anchors)
-        pred = vt if sand is None else sand
+        if read is None:
+            vt, sand = read_at(out, grid, batch.times, anchors)
+            pred = vt if sand is None else sand
+        else:
+            pred = read(out, batch)
         yield index, held, torch.where(held, pred - batch.values, 0.0)
 
 
 @torch.no_grad()
-def held_out_error(forward, data, hidden, grid, anchors=None, batch_size=512):
+def held_out_error(
+    forward, data, hidden, grid, anchors=None, batch_size=512, *, read=None
+):
     """Mean squared error of a module's output at the hidden validation points.
 
     Parameters
@@ -119,14 +125,19 @@ def held_out_error(forward, data, hidden, grid, anchors=None, batch_size=512):
         SAND's integration constant (how its curve is read off the grid).
     batch_size : int, default=512
         Subjects per forward pass (at least 512 are used).
+    read : callable, default=None
+        Maps ``(out, batch)`` to the predictions at ``batch.times``, shape
+        (B, L), for an output that is not a curve on ``grid`` (e.g.
+        :meth:`Trainer.read <fdaimpute.nn.Trainer.read>`); ``None`` reads
+        SAND's curve of a SAND module, VT's of a VT, off ``grid``.
 
     Returns
     -------
     float
-        SAND's error for a SAND module, VT's for a VT.
+        The mean squared error at the hidden points.
     """
     total, count = 0.0, 0
-    batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size)
+    batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read)
     for _, held, err in batches:
         total += float(err.pow(2).sum())
         count += int(held.sum())
@@ -134,7 +145,9 @@ def held_out_error(forward, data, hidden, grid, anchors=None, batch_size=512):
 
 
 @torch.no_grad()
-def subject_squared_errors(forward, data, hidden, grid, anchors=None, batch_size=512):
+def subject_squared_errors(
+    forward, data, hidden, grid, anchors=None, batch_size=512, *, read=None
+):
     """Per validation subject: the sum of squared errors at its hidden points.
 
     Arguments as for :func:`held_out_error`.
@@ -148,7 +161,7 @@ def subject_squared_errors(forward, data, hidden, grid, anchors=None, batch_size
     """
     sums = torch.zeros(len(data), dtype=torch.float64)
     counts = torch.zeros(len(data), dtype=torch.float64)
-    batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size)
+    batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read)
     for index, held, err in batches:
         sums[index] = err.double().pow(2).sum(1).cpu()
         counts[index] = held.sum(1).double().cpu()
@@ -181,3 +194,27 @@ def paired_gain(errors, reference):
     if se > 0:
         return float(gain), float(gain / se)
     return float(gain), math.inf if gain > 0 else 0.0
+
+
+def signed_rank_p(errors, reference):
+    """One-sided p-value that ``errors`` are lower than ``reference`` per subject.
+
+    Both are :func:`subject_squared_errors` of the same hidden points. The
+    Wilcoxon signed-rank test on each subject's drop in mean squared error
+    per hidden point asks whether the drop is shared by the subjects, where
+    :func:`paired_gain` asks whether it is large on average; on heavy-tailed
+    data a few subjects can make the average look significant on their own.
+
+    Returns
+    -------
+    p : float
+        The test's p-value (1 when no subject's error changed).
+    """
+    from scipy.stats import wilcoxon
+
+    (sums, counts), (ref_sums, _) = errors, reference
+    scored = counts > 0
+    drop = (ref_sums[scored] - sums[scored]) / counts[scored]
+    if not np.any(drop != 0):
+        return 1.0
+    return float(wilcoxon(drop, alternative="greater").pvalue)

@@ -1,0 +1,53 @@
+"""Scoring and row merging of benchmarks/bench_realdata.py (no neural fitting)."""
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import bench_realdata as br  # noqa: E402
+
+import fdaimpute as fi  # noqa: E402
+
+
+def _row(data, method, mse):
+    return {"data": data, "method": method, "MSE x1000": mse}
+
+
+def test_rows_merged_once_per_data_set_and_method_in_table_order():
+    first = {"rows": [_row("uk-30", "SAND", "a"), _row("uk-30", "PACE", "b")]}
+    second = {
+        "rows": [
+            _row("framingham", "PACE", "c"),
+            _row("uk-30", "PACE", "other run"),
+            _row("uk-30", "Kernel", "d"),
+        ]
+    }
+    rows = br._merge_rows([first, second])
+    keys = [(r["data"], r["method"]) for r in rows]
+    assert keys == [
+        ("uk-30", "Kernel"),
+        ("uk-30", "PACE"),
+        ("uk-30", "SAND"),
+        ("framingham", "PACE"),
+    ]
+    assert rows[1]["MSE x1000"] == "b"
+
+
+def test_splits_are_reproducible_and_pace_ratio_is_one():
+    sim = fi.simulate.sand_paper(
+        n=120, n_obs="8-12", split=(1.0, 0.0, 0.0), random_state=0
+    )
+    args = SimpleNamespace(methods=["Kernel", "PACE"], n_subjects=100, seed=0)
+    once = [br.one_split(sim.train.data, s, args)[0] for s in range(2)]
+    again = br.one_split(sim.train.data, 0, args)[0]
+    assert again["PACE"]["mse"] == once[0]["PACE"]["mse"]
+    assert once[0]["PACE"]["mse"] != once[1]["PACE"]["mse"]
+    rows = br.summarize("uk-30", 100, once, args.methods)
+    assert rows[1]["MSE / PACE"].startswith("1.000")
+    kernel_ratio = float(rows[0]["MSE / PACE"].split()[0])
+    expected = np.mean([s["Kernel"]["mse"] / s["PACE"]["mse"] for s in once])
+    assert abs(kernel_ratio - expected) < 1e-3
