@@ -64,6 +64,7 @@ PAPER = {
     "kernel": {"30": (262.9, 273.8), "8-12": (735.3, 305.7), "3-5": (1157, 263.3)},
     "PACE": {"30": (189.9, 187.1), "8-12": (450.0, 201.9), "3-5": (795.5, 209.5)},
     "FACE": {"30": (284.6, 198.9), "8-12": (488.2, 204.5), "3-5": (807.1, 209.5)},
+    "mFPCA": {"30": (224.7, 192.0), "8-12": (480.3, 204.0), "3-5": (787.1, 209.3)},
     "MICE": {"30": (176.7, 233.1), "8-12": (721.6, 318.4), "3-5": (1416, 332.7)},
     "GAIN": {"30": (261.9, 350.0), "8-12": (1767, 743.3), "3-5": (2065, 759.2)},
     "VT": {"30": (169.8, 218.2), "8-12": (436.7, 227.0), "3-5": (798.6, 230.6)},
@@ -76,6 +77,7 @@ METHODS = (
     "kernel",
     "PACE",
     "FACE",
+    "mFPCA",
     "MICE",
     "GAIN",
     "VT",
@@ -118,6 +120,7 @@ def run_sparsity(sparsity, args):
         "kernel": lambda: fi.KernelImputer(grid=grid),
         "PACE": lambda: fi.PACEImputer(grid=grid, random_state=args.seed),
         "FACE": lambda: fi.FACEImputer(grid=grid),
+        "mFPCA": lambda: fi.MFPCAImputer(grid=grid),
         "MICE": lambda: fi.MICEImputer(grid=grid, random_state=args.seed, **mice_kw),
         "GAIN": lambda: fi.GAINImputer(
             grid=grid, keep_observed=True, random_state=args.seed

@@ -22,6 +22,7 @@ from fdaimpute.face import FACEImputer
 from fdaimpute.features import FeatureExtractor
 from fdaimpute.gain import GAINImputer
 from fdaimpute.kernel import KernelImputer
+from fdaimpute.mfpca import MFPCAImputer
 from fdaimpute.mice import MICEImputer
 from fdaimpute.neural import SANDImputer, VTImputer
 from fdaimpute.pace import PACEImputer
@@ -36,6 +37,7 @@ __all__ = [
     "GAINImputer",
     "IrregularData",
     "KernelImputer",
+    "MFPCAImputer",
     "MICEImputer",
     "PACEImputer",
     "SANDImputer",

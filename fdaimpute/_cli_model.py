@@ -69,7 +69,7 @@ def add_fit_command(sub):
     fit.add_argument(
         "--method",
         default="pace",
-        help="kernel, pace, face, mice, gain, cnp, vt or sand (default pace)",
+        help="kernel, pace, face, mfpca, mice, gain, cnp, vt or sand (default pace)",
     )
     fit.add_argument(
         "--grid",

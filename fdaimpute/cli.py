@@ -74,6 +74,15 @@ def _method_factories():
             lambda grid, seed, quick: FACEImputer(grid=grid),
         )
     try:
+        from fdaimpute.mfpca import MFPCAImputer
+    except ImportError:
+        pass
+    else:
+        methods["mfpca"] = (
+            "reduced-rank functional PCA by maximum likelihood (mFPCA)",
+            lambda grid, seed, quick: MFPCAImputer(grid=grid),
+        )
+    try:
         from fdaimpute.gain import GAINImputer
     except ImportError:
         pass
@@ -357,8 +366,8 @@ def _add_demo_command(sub):
     demo.add_argument(
         "--methods",
         default=None,
-        help="comma-separated methods among kernel, pace, face, mice, gain, cnp, "
-        "vt, sand (default: all available but the baselines mice, gain and cnp)",
+        help="comma-separated methods among kernel, pace, face, mfpca, mice, gain, "
+        "cnp, vt, sand (default: all available but the baselines mice, gain and cnp)",
     )
     demo.add_argument("--out", default="fdaimpute_demo.png", help="PNG to write")
     demo.add_argument("--seed", type=int, default=0, help="random seed")
@@ -379,9 +388,8 @@ def _add_impute_command(sub):
     imp.add_argument(
         "--method",
         default=None,
-        help="kernel, pace, face, mice, gain, cnp, vt or sand (default pace), "
-        "fitted on the "
-        "input; or use --model",
+        help="kernel, pace, face, mfpca, mice, gain, cnp, vt or sand (default pace), "
+        "fitted on the input; or use --model",
     )
     imp.add_argument(
         "--model",

@@ -1,0 +1,1 @@
+"""mFPCA's numerical core on arrays: basis, likelihood, Stiefel optimiser, fit."""

@@ -1,0 +1,180 @@
+"""A whole mFPCA fit on flat arrays: mean, starting values, ML fit, choice of K.
+
+The mean is FACE's P-spline mean (GCV). The starting covariance is FACE's
+tensor-product P-spline surface on the same B-splines as the reduced-rank
+model, carried to the orthonormal basis (``P0 = R theta R^T``); its
+leading eigenpair and FACE's noise variance start rank 1, and rank ``K``
+starts from rank ``K - 1``'s optimum plus ``P0``'s ``K``-th eigenvector,
+so each fit needs few iterations. The fitted model is a
+:class:`fdaimpute._face.model.FACEModel` (spline mean, spline
+eigenfunctions), so prediction, derivatives and bands are FACE's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import eigh
+
+from fdaimpute._face.fit import fit_mean, fit_surface
+from fdaimpute._face.fit import noise_variance as surface_noise
+from fdaimpute._face.model import FACEModel
+from fdaimpute._face.splines import equal_knots
+from fdaimpute._mfpca.basis import OrthonormalBasis
+from fdaimpute._mfpca.likelihood import SubjectStats
+from fdaimpute._mfpca.optimize import maximize_likelihood
+
+_NOISE_FLOOR = 1e-6
+# Basis sizes tried by n_basis="auto" (the BIC-best is kept).
+_AUTO_SIZES = (8, 12, 16, 20)
+
+
+@dataclass
+class MFPCAFit:
+    """A fitted model and what was chosen on the way.
+
+    Attributes
+    ----------
+    model : FACEModel
+    loglik : float
+        Maximised log-likelihood of the centred observations.
+    start_loglik : float
+        Log-likelihood at the starting values.
+    criterion : dict
+        ``{K: BIC}`` of every rank tried.
+    n_iter : int
+    converged : bool
+    history : list of float
+        Negative log-likelihood along the optimisation (non-increasing).
+    """
+
+    model: FACEModel
+    loglik: float
+    start_loglik: float
+    criterion: dict
+    n_iter: int
+    converged: bool
+    history: list
+
+
+def n_parameters(m, k):
+    """Free parameters of rank ``k`` in ``m`` dimensions: C, lambda, sigma^2."""
+    return m * k - k * (k + 1) // 2 + k + 1
+
+
+def _start(p0, s2, k, floor):
+    """Leading ``k`` eigenpairs of ``p0`` (positive), and ``log s2``."""
+    values, vectors = eigh((p0 + p0.T) / 2)
+    order = np.argsort(values)[::-1][:k]
+    lam = np.clip(values[order], floor, None)
+    return vectors[:, order], np.log(lam), np.log(max(s2, floor))
+
+
+def _extend(previous, direction, log_lam):
+    """Rank ``k - 1``'s optimum plus one new direction: a warm start for ``k``."""
+    coef = previous.coef
+    new = direction - coef @ (coef.T @ direction)
+    norm = np.linalg.norm(new)
+    if norm < 1e-8:  # the new direction is in the old span: any orthogonal one
+        q, _ = np.linalg.qr(coef, mode="complete")
+        new, norm = q[:, coef.shape[1]], 1.0
+    coef = np.column_stack([coef, new / norm])
+    return coef, np.append(previous.log_lam, log_lam), previous.log_s2
+
+
+def _fit_rank(times, resid, offsets, basis, degree, options):
+    """ML fits of increasing rank on one basis; the BIC-best (or the given rank)."""
+    theta, _ = fit_surface(times, resid, offsets, basis.knots, degree, 2, "gcv")
+    scale = max(float(np.mean(resid**2)), np.finfo(float).tiny)
+    floor = _NOISE_FLOOR * scale
+    s2 = surface_noise(times, resid, basis.knots, degree, theta, floor)
+    p0 = basis.from_spline(theta)
+    stats = SubjectStats.from_observations(basis.rows(times), resid, offsets)
+    rule = options["n_components"]
+    most = min(basis.size, options["max_components"] or basis.size)
+    ranks = range(1, most + 1) if rule == "bic" else [min(int(rule), basis.size)]
+    n_subjects = offsets.size - 1
+    best, criterion, previous = None, {}, None
+    for k in ranks:
+        coef, log_lam, log_s2 = _start(p0, s2, k, floor)
+        if previous is not None:
+            coef, log_lam, log_s2 = _extend(previous, coef[:, -1], log_lam[-1])
+        result = maximize_likelihood(
+            stats,
+            coef,
+            log_lam,
+            log_s2,
+            max_iter=options["max_iter"],
+            tol=options["tol"],
+        )
+        nll = result.history[-1]
+        bic = 2 * nll + n_parameters(basis.size, k) * np.log(max(n_subjects, 2))
+        criterion[k] = float(bic)
+        previous = result
+        if best is None or bic < best[0]:
+            best = (bic, k, result)
+        elif rule == "bic":
+            break  # stop at the first increase
+    return (*best, criterion)
+
+
+def fit_mfpca(times, values, offsets, time_range, options):
+    """Fit the reduced-rank model by maximum likelihood on flat arrays.
+
+    Parameters
+    ----------
+    times, values : ndarray of shape (n_obs,)
+    offsets : ndarray of shape (n_subjects + 1,)
+    time_range : tuple of float
+    options : dict
+        ``n_basis``, ``n_basis_mean``, ``degree``, ``n_components`` (int or
+        ``"bic"``), ``max_components``, ``max_iter``, ``tol``.
+
+    Returns
+    -------
+    MFPCAFit
+    """
+    lo, hi = time_range
+    degree = options["degree"]
+    mean_knots = equal_knots(lo, hi, options["n_basis_mean"], degree)
+    mean, mean_obs = fit_mean(times, values, mean_knots, degree, 2, "gcv")
+    resid = values - mean_obs
+    sizes = _AUTO_SIZES if options["n_basis"] == "auto" else (options["n_basis"],)
+    best = None
+    for size in sizes:
+        basis = OrthonormalBasis.build(lo, hi, size, degree)
+        bic, k, result, criterion = _fit_rank(
+            times, resid, offsets, basis, degree, options
+        )
+        if best is None or bic < best[0]:
+            best = (bic, k, result, criterion, basis)
+        else:
+            break  # stop at the first increase
+    _, k, result, criterion, basis = best
+    lam = np.exp(result.log_lam)
+    order = np.argsort(lam)[::-1]
+    lam, coef = lam[order], result.coef[:, order]
+    eigen_coef = basis.spline_coef(coef)
+    peak = eigen_coef[np.argmax(np.abs(eigen_coef), axis=0), np.arange(k)]
+    eigen_coef = eigen_coef * np.where(peak >= 0, 1.0, -1.0)
+    model = FACEModel(
+        degree=degree,
+        mean_knots=mean_knots,
+        mean_coef=mean.coef,
+        cov_knots=basis.knots,
+        theta=(eigen_coef * lam) @ eigen_coef.T,
+        eigenvalues=lam,
+        eigen_coef=eigen_coef,
+        n_components=int(k),
+        noise_variance=float(np.exp(result.log_s2)),
+    )
+    return MFPCAFit(
+        model,
+        -float(result.history[-1]),
+        -float(result.history[0]),
+        criterion,
+        len(result.history) - 1,
+        result.converged,
+        result.history,
+    )
