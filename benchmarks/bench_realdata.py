@@ -55,6 +55,8 @@ METHODS = {
     "PACE": lambda a: fi.PACEImputer(random_state=a.seed),
     "PACE-fdapace": lambda a: fi.PACEImputer.fdapace(),
     "FACE": lambda a: fi.FACEImputer(),
+    "mFPCA": lambda a: fi.MFPCAImputer(),
+    "CNP": lambda a: _neural(fi.CNPImputer, a),
     "MICE": lambda a: fi.MICEImputer(random_state=a.seed),
     "GAIN": lambda a: fi.GAINImputer(keep_observed=True, random_state=a.seed),
     "VT": lambda a: _neural(fi.VTImputer, a),
