@@ -63,7 +63,7 @@ class MFPCAImputer(BaseImputer):
         Rank ``K``, or the rank minimising BIC (``-2 loglik + p log n``,
         ``p = MK - K(K+1)/2 + K + 1``), trying ``K = 1, 2, ...`` and
         stopping at the first increase.
-    max_components : int, default=10
+    max_components : int, default=20
         Largest rank tried by ``"bic"`` (capped at ``n_basis``).
     max_iter : int, default=200
         Iterations of the optimiser per rank.
@@ -157,7 +157,7 @@ class MFPCAImputer(BaseImputer):
         n_basis_mean=20,
         degree=3,
         n_components="bic",
-        max_components=10,
+        max_components=20,
         max_iter=200,
         tol=1e-8,
         extrapolate=False,
