@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
 
+from fdaimpute._face.predict import SplineModelPredictor
 from fdaimpute._linalg import one_blas_thread
 from fdaimpute._mfpca.fit import fit_mfpca
 from fdaimpute._params import Interval, Options
 from fdaimpute.base import BaseImputer
-from fdaimpute.face import _blocks
 
 __all__ = ["MFPCAImputer"]
 
-_CHUNK = 20_000  # subjects per block in transform (bounds memory)
-_STD_CHUNK = 2_000  # the same with return_std
 _OPTIONS = (
     "n_basis",
     "n_basis_mean",
@@ -26,7 +23,7 @@ _OPTIONS = (
 )
 
 
-class MFPCAImputer(BaseImputer):
+class MFPCAImputer(SplineModelPredictor, BaseImputer):
     """Reduced-rank functional PCA fitted by maximum likelihood (mFPCA).
 
     The model of James, Hastie & Sugar (2000) fitted as Peng & Paul (2009)
@@ -203,53 +200,3 @@ class MFPCAImputer(BaseImputer):
         self.loglik_, self.start_loglik_ = result.loglik, result.start_loglik
         self.bic_ = result.criterion
         self.n_iter_, self.converged_ = result.n_iter, result.converged
-
-    def _posterior(self, data):
-        model = self._model
-        with one_blas_thread():
-            return np.concatenate(
-                [
-                    model.scores(part.times, part.values, part.offsets)
-                    for part in _blocks(data, _CHUNK)
-                ]
-            )
-
-    def _transform_grid(self, data, grid, return_std=False):
-        model = self._model
-        if not return_std:
-            return model.curves(self._posterior(data), grid)
-        with one_blas_thread():
-            parts = [
-                model.error_variance(part.times, part.values, part.offsets, grid)
-                for part in _blocks(data, _STD_CHUNK)
-            ]
-        scores = np.concatenate([p[0] for p in parts])
-        var = np.concatenate([p[1] for p in parts])
-        return model.curves(scores, grid), np.sqrt(np.clip(var, 0.0, None))
-
-    def _derivative_grid(self, data, grid):
-        return self._model.curves(self._posterior(data), grid, derivative=1)
-
-    def _predict_ragged(self, data, times, offsets):
-        model = self._model
-        scores = self._posterior(data)
-        subject = np.repeat(np.arange(len(data)), np.diff(offsets))
-        phi = model.eigenfunctions_at(times)
-        return model.mean_at(times) + np.einsum("ik,ik->i", phi, scores[subject])
-
-    def scores(self, X):
-        """Conditional-expectation scores of each subject.
-
-        Parameters
-        ----------
-        X : IrregularData, long DataFrame, list of (t, y) pairs or 2-D array
-            Subjects.
-
-        Returns
-        -------
-        ndarray or DataFrame of shape (n_subjects, K)
-        """
-        check_is_fitted(self, "eigenfunctions_")
-        data = self._check_transform_input(X)
-        names = [f"score_{k + 1}" for k in range(self.n_components_)]
-        return self._wrap(self._posterior(data), data, columns=names)
