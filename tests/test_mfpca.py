@@ -6,8 +6,10 @@ from sklearn.base import clone
 
 import fdaimpute as fi
 from fdaimpute._mfpca.basis import OrthonormalBasis
+from fdaimpute._mfpca.fit import n_parameters
 from fdaimpute._mfpca.likelihood import SubjectStats, nll_and_gradient, subject_nll
 from fdaimpute._mfpca.optimize import maximize_likelihood, qf
+from fdaimpute._mfpca.selection import approximate_cv
 from fdaimpute.mfpca import MFPCAImputer
 
 
@@ -127,6 +129,69 @@ def test_recovers_a_known_rank_two_covariance_and_noise(rank_two):
     # the fitted eigenfunctions lie in the true span
     coef, *_ = np.linalg.lstsq(span, phi, rcond=None)
     assert np.abs(span @ coef - phi).max() < 0.15
+
+
+def _reduced_rank_sample(n, m=6, k=2, seed=0):
+    """Curves drawn from the reduced-rank model itself, in an ``m``-dim basis."""
+    rng = np.random.default_rng(seed)
+    coef = qf(rng.normal(size=(m, k)))
+    counts = rng.integers(3, 8, n)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    rows = rng.normal(size=(offsets[-1], m))
+    scores = rng.normal(size=(n, k)) * np.sqrt([4.0, 1.0][:k])
+    subject = np.repeat(np.arange(n), counts)
+    resid = np.einsum("om,mk,ok->o", rows, coef, scores[subject])
+    resid += rng.normal(0.0, np.sqrt(0.3), resid.size)
+    return SubjectStats.from_observations(rows, resid, offsets)
+
+
+def _fit(stats, k, seed=1):
+    start = qf(np.random.default_rng(seed).normal(size=(stats.gram.shape[1], k)))
+    return maximize_likelihood(stats, start, np.zeros(k), 0.0, max_iter=500, tol=1e-12)
+
+
+def test_approximate_cv_matches_exact_leave_one_curve_out():
+    stats = _reduced_rank_sample(150)
+    fit = _fit(stats, 2)
+    approx = approximate_cv(stats, fit.coef, fit.log_lam, fit.log_s2)
+    exact = 0.0
+    for i in range(len(stats)):
+        rest = maximize_likelihood(
+            stats.take(np.delete(np.arange(len(stats)), i)),
+            fit.coef,
+            fit.log_lam,
+            fit.log_s2,
+            max_iter=500,
+            tol=1e-12,
+        )
+        lam, s2 = np.exp(rest.log_lam), np.exp(rest.log_s2)
+        exact += subject_nll(stats.take([i]), rest.coef, lam, s2)[0]
+    assert approx.nll == pytest.approx(fit.history[-1], rel=1e-9)
+    # the optimism of the in-sample fit, estimated and measured
+    assert approx.penalty == pytest.approx(exact - approx.nll, rel=0.2)
+    # the model holds, so the penalty is about its number of free parameters
+    assert approx.n_parameters == n_parameters(6, 2)
+    assert approx.penalty == pytest.approx(approx.n_parameters, rel=0.3)
+
+
+def test_approximate_cv_is_least_at_the_true_rank():
+    stats = _reduced_rank_sample(400, seed=5)
+    scores = {}
+    for k in (1, 2, 3):
+        fit = _fit(stats, k)
+        scores[k] = approximate_cv(stats, fit.coef, fit.log_lam, fit.log_s2).score
+    assert scores[2] < scores[1] and scores[2] < scores[3]
+
+
+def test_cv_rule_finds_the_two_real_components(rank_two):
+    sim, _ = rank_two
+    model = MFPCAImputer(n_components="cv").fit(sim.train.data)
+    # the spline basis cannot hold the two sinusoids exactly, so a third
+    # component may pick up what they leave; it must be negligible
+    assert model.n_components_ >= 2
+    assert model.eigenvalues_[2:].sum() < 0.01 * model.eigenvalues_.sum()
+    assert model.cv_[2] < model.cv_[1]
+    assert set(model.cv_) == set(model.bic_)
 
 
 def test_the_optimum_beats_the_start(rank_two):

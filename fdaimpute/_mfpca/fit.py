@@ -24,9 +24,10 @@ from fdaimpute._face.splines import equal_knots
 from fdaimpute._mfpca.basis import OrthonormalBasis
 from fdaimpute._mfpca.likelihood import SubjectStats
 from fdaimpute._mfpca.optimize import maximize_likelihood
+from fdaimpute._mfpca.selection import approximate_cv
 
 _NOISE_FLOOR = 1e-6
-# Basis sizes tried by n_basis="auto" (the BIC-best is kept).
+# Basis sizes tried by n_basis="auto" (the best by the rank's rule is kept).
 _AUTO_SIZES = (8, 12, 16, 20)
 
 
@@ -41,8 +42,9 @@ class MFPCAFit:
         Maximised log-likelihood of the centred observations.
     start_loglik : float
         Log-likelihood at the starting values.
-    criterion : dict
-        ``{K: BIC}`` of every rank tried.
+    criteria : dict
+        ``{K: (approximate leave-one-curve-out score, BIC)}`` of every rank
+        tried on the chosen basis.
     n_iter : int
     converged : bool
     history : list of float
@@ -52,7 +54,7 @@ class MFPCAFit:
     model: FACEModel
     loglik: float
     start_loglik: float
-    criterion: dict
+    criteria: dict
     n_iter: int
     converged: bool
     history: list
@@ -84,7 +86,12 @@ def _extend(previous, direction, log_lam):
 
 
 def _fit_rank(times, resid, offsets, basis, degree, options):
-    """ML fits of increasing rank on one basis; the BIC-best (or the given rank)."""
+    """ML fits of increasing rank on one basis; the best by the rule, or the given rank.
+
+    Returns the chosen rank's criterion value (the approximate
+    leave-one-curve-out score when the rule is ``"cv"``, else BIC), the rank,
+    the optimiser's result and ``{K: (CV score, BIC)}`` of every rank tried.
+    """
     theta, _ = fit_surface(times, resid, offsets, basis.knots, degree, 2, "gcv")
     scale = max(float(np.mean(resid**2)), np.finfo(float).tiny)
     floor = _NOISE_FLOOR * scale
@@ -93,9 +100,10 @@ def _fit_rank(times, resid, offsets, basis, degree, options):
     stats = SubjectStats.from_observations(basis.rows(times), resid, offsets)
     rule = options["n_components"]
     most = min(basis.size, options["max_components"] or basis.size)
-    ranks = range(1, most + 1) if rule == "bic" else [min(int(rule), basis.size)]
+    searching = rule in ("cv", "bic")
+    ranks = range(1, most + 1) if searching else [min(int(rule), basis.size)]
     n_subjects = offsets.size - 1
-    best, criterion, previous = None, {}, None
+    best, criteria, previous = None, {}, None
     for k in ranks:
         coef, log_lam, log_s2 = _start(p0, s2, k, floor)
         if previous is not None:
@@ -110,13 +118,15 @@ def _fit_rank(times, resid, offsets, basis, degree, options):
         )
         nll = result.history[-1]
         bic = 2 * nll + n_parameters(basis.size, k) * np.log(max(n_subjects, 2))
-        criterion[k] = float(bic)
+        cv = approximate_cv(stats, result.coef, result.log_lam, result.log_s2).score
+        criteria[k] = (float(cv), float(bic))
+        value = cv if rule == "cv" else bic
         previous = result
-        if best is None or bic < best[0]:
-            best = (bic, k, result)
-        elif rule == "bic":
+        if best is None or value < best[0]:
+            best = (value, k, result)
+        elif searching:
             break  # stop at the first increase
-    return (*best, criterion)
+    return (*best, criteria)
 
 
 def fit_mfpca(times, values, offsets, time_range, options):
@@ -128,8 +138,8 @@ def fit_mfpca(times, values, offsets, time_range, options):
     offsets : ndarray of shape (n_subjects + 1,)
     time_range : tuple of float
     options : dict
-        ``n_basis``, ``n_basis_mean``, ``degree``, ``n_components`` (int or
-        ``"bic"``), ``max_components``, ``max_iter``, ``tol``.
+        ``n_basis``, ``n_basis_mean``, ``degree``, ``n_components`` (int,
+        ``"cv"`` or ``"bic"``), ``max_components``, ``max_iter``, ``tol``.
 
     Returns
     -------
@@ -144,14 +154,14 @@ def fit_mfpca(times, values, offsets, time_range, options):
     best = None
     for size in sizes:
         basis = OrthonormalBasis.build(lo, hi, size, degree)
-        bic, k, result, criterion = _fit_rank(
+        value, k, result, criteria = _fit_rank(
             times, resid, offsets, basis, degree, options
         )
-        if best is None or bic < best[0]:
-            best = (bic, k, result, criterion, basis)
+        if best is None or value < best[0]:
+            best = (value, k, result, criteria, basis)
         else:
             break  # stop at the first increase
-    _, k, result, criterion, basis = best
+    _, k, result, criteria, basis = best
     lam = np.exp(result.log_lam)
     order = np.argsort(lam)[::-1]
     lam, coef = lam[order], result.coef[:, order]
@@ -173,7 +183,7 @@ def fit_mfpca(times, values, offsets, time_range, options):
         model,
         -float(result.history[-1]),
         -float(result.history[0]),
-        criterion,
+        criteria,
         len(result.history) - 1,
         result.converged,
         result.history,
