@@ -14,6 +14,7 @@ Usage::
     python benchmarks/bench_convergence.py --write                     # n = 10,000
     python benchmarks/bench_convergence.py --sparsity 30 --save-rows a.json
     python benchmarks/bench_convergence.py --load-rows a.json b.json --write
+    python benchmarks/bench_convergence.py --load-rows c.json --section conv-10k --write
 """
 
 from __future__ import annotations
@@ -142,6 +143,11 @@ def main(argv=None):
     parser.add_argument("--save-rows", dest="save_rows")
     parser.add_argument("--load-rows", dest="load_rows", nargs="+")
     parser.add_argument("--write", action="store_true")
+    parser.add_argument(
+        "--section",
+        default="convergence",
+        help="section of docs/benchmarks.md (and name of its figure) to write",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         import torch
@@ -168,7 +174,7 @@ def main(argv=None):
     print(table)
     if args.write:
         img = Path(__file__).resolve().parents[1] / "docs" / "img"
-        figure(rows, img / "convergence.png")
+        figure(rows, img / f"{args.section}.png")
         runs_text = "\n".join(
             f"- `{r['command']}`: {r['minutes']:.0f} min, {r['machine']}" for r in runs
         )
@@ -177,9 +183,11 @@ def main(argv=None):
             "test). Each row is a fresh fit with that many epochs (the cosine "
             "schedule spans the budget); PACE is fitted on the same subjects "
             "in the same run. Runs:\n\n"
-            f"{runs_text}\n\n{table}\n\n![MSE against fit time](img/convergence.png)\n"
+            f"{runs_text}\n\n{table}\n\n"
+            f"![MSE against fit time](img/{args.section}.png)\n"
         )
-        write_section("convergence", "MSE against training time (CPU)", body)
+        title = f"MSE against training time (CPU, n = {runs[0]['n']:,})"
+        write_section(args.section, title, body)
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ class SubjectStats:
         return self.sq.size
 
 
-def _factor(stats, coef, lam, s2):
+def factor(stats, coef, lam, s2):
     """``S C``, ``C^T S C``, ``C^T z``, ``W^-1``, ``W^-1 C^T z`` and ``log det W``."""
     sc = stats.gram @ coef  # (n, M, K)
     csc = np.einsum("ak,nal->nkl", coef, sc)
@@ -103,7 +103,7 @@ def _factor(stats, coef, lam, s2):
 def subject_nll(stats, coef, lam, s2):
     """Negative log-likelihood of each subject, shape ``(n,)``."""
     k = coef.shape[1]
-    _, _, zt, _, v, logdet = _factor(stats, coef, lam, s2)
+    _, _, zt, _, v, logdet = factor(stats, coef, lam, s2)
     quad = (stats.sq - np.einsum("nk,nk->n", zt, v)) / s2
     return 0.5 * (
         stats.count * _LOG_2PI
@@ -134,7 +134,7 @@ def nll_and_gradient(stats, coef, log_lam, log_s2):
     """
     lam, s2 = np.exp(log_lam), float(np.exp(log_s2))
     k = coef.shape[1]
-    sc, csc, zt, winv, v, logdet = _factor(stats, coef, lam, s2)
+    sc, csc, zt, winv, v, logdet = factor(stats, coef, lam, s2)
     quad = (stats.sq - np.einsum("nk,nk->n", zt, v)) / s2
     value = 0.5 * float(
         np.sum(

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import null_space, pinvh
 
-from fdaimpute._mfpca.likelihood import subject_nll
+from fdaimpute._mfpca.likelihood import factor, subject_nll
 
 # Subjects per block when the Fisher information's Kronecker sums are formed.
 _BLOCK_SUBJECTS = 4096
@@ -80,16 +80,7 @@ def _subject_terms(stats, coef, lam, s2):
     """Per subject: ``F = E^T Sigma^-1 E``, ``G = dl/dP``, ``dl/dlog s2``,
     ``E^T Sigma^-2 E`` and ``tr Sigma^-2``."""
     m = coef.shape[0]
-    sc = stats.gram @ coef
-    csc = np.einsum("ak,nal->nkl", coef, sc)
-    csc = (csc + np.swapaxes(csc, 1, 2)) / 2
-    zt = stats.cross @ coef
-    w = csc.copy()
-    k = coef.shape[1]
-    w[:, np.arange(k), np.arange(k)] += s2 / lam
-    winv = np.linalg.inv(w)
-    winv = (winv + np.swapaxes(winv, 1, 2)) / 2
-    v = np.einsum("nkl,nl->nk", winv, zt)
+    sc, csc, zt, winv, v, _ = factor(stats, coef, lam, s2)
     # R = I - S C W^-1 C^T: E^T Sigma^-1 = R E^T / s2.
     reduce = np.eye(m) - np.einsum("nak,nkl,bl->nab", sc, winv, coef)
     fisher_p = reduce @ stats.gram / s2
