@@ -154,12 +154,19 @@ def nll_and_gradient(stats, coef, log_lam, log_s2):
     gp_c = grad_p @ coef
     grad_coef = 2.0 * gp_c * lam
     grad_lam = np.einsum("ak,ak->k", coef, gp_c)
-    # dL/ds2 = 0.5 sum_i tr Sigma^-1 - |Sigma^-1 r|^2
+    grad_s2 = float(np.sum(noise_gradient(stats, s2, csc, zt, winv, v)))
+    return value, grad_coef, grad_lam * lam, grad_s2 * s2
+
+
+def noise_gradient(stats, s2, csc, zt, winv, v):
+    """Each subject's ``dl_i/ds2 = 0.5 (tr Sigma_i^-1 - |Sigma_i^-1 r_i|^2)``.
+
+    ``csc``, ``zt``, ``winv`` and ``v`` are those of :func:`factor`.
+    """
     trace = (stats.count - np.einsum("nkl,nlk->n", winv, csc)) / s2
     norm2 = (
         stats.sq
         - 2.0 * np.einsum("nk,nk->n", zt, v)
         + np.einsum("nk,nkl,nl->n", v, csc, v)
     ) / s2**2
-    grad_s2 = 0.5 * float(np.sum(trace - norm2))
-    return value, grad_coef, grad_lam * lam, grad_s2 * s2
+    return 0.5 * (trace - norm2)

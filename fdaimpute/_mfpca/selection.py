@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import null_space, pinvh
 
-from fdaimpute._mfpca.likelihood import factor, subject_nll
+from fdaimpute._mfpca.likelihood import factor, noise_gradient, subject_nll
 
 # Subjects per block when the Fisher information's Kronecker sums are formed.
 _BLOCK_SUBJECTS = 4096
@@ -87,13 +87,7 @@ def _subject_terms(stats, coef, lam, s2):
     fisher_p = (fisher_p + np.swapaxes(fisher_p, 1, 2)) / 2
     u = (stats.cross - np.einsum("nak,nk->na", sc, v)) / s2
     grad_p = 0.5 * (fisher_p - u[:, :, None] * u[:, None, :])
-    trace = (stats.count - np.einsum("nkl,nlk->n", winv, csc)) / s2
-    norm2 = (
-        stats.sq
-        - 2.0 * np.einsum("nk,nk->n", zt, v)
-        + np.einsum("nk,nkl,nl->n", v, csc, v)
-    ) / s2**2
-    grad_log_s2 = 0.5 * (trace - norm2) * s2
+    grad_log_s2 = noise_gradient(stats, s2, csc, zt, winv, v) * s2
     second_p = reduce @ stats.gram @ np.swapaxes(reduce, 1, 2) / s2**2
     wb = winv @ csc
     trace2 = (
