@@ -102,7 +102,8 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         BIC of every rank tried on the chosen basis.
     cv_ : dict
         Approximate leave-one-curve-out score (on the scale of minus the
-        log-likelihood) of every rank tried on the chosen basis.
+        log-likelihood) of every rank tried on the chosen basis; only with
+        ``n_components="cv"``.
     n_iter_ : int
         Iterations of the optimiser at the chosen rank.
     converged_ : bool
@@ -215,6 +216,9 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         self.n_components_ = model.n_components
         self.n_basis_ = model.cov_knots.size - model.degree - 1
         self.loglik_, self.start_loglik_ = result.loglik, result.start_loglik
-        self.cv_ = {k: cv for k, (cv, _) in result.criteria.items()}
+        if self.n_components == "cv":
+            self.cv_ = {k: cv for k, (cv, _) in result.criteria.items()}
+        elif hasattr(self, "cv_"):
+            del self.cv_
         self.bic_ = {k: bic for k, (_, bic) in result.criteria.items()}
         self.n_iter_, self.converged_ = result.n_iter, result.converged

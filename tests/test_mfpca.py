@@ -192,6 +192,9 @@ def test_cv_rule_finds_the_two_real_components(rank_two):
     assert model.eigenvalues_[2:].sum() < 0.01 * model.eigenvalues_.sum()
     assert model.cv_[2] < model.cv_[1]
     assert set(model.cv_) == set(model.bic_)
+    assert not hasattr(
+        model.set_params(n_components="bic").fit(sim.train.data[:200]), "cv_"
+    )
 
 
 def test_the_optimum_beats_the_start(rank_two):

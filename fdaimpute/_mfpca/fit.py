@@ -44,7 +44,8 @@ class MFPCAFit:
         Log-likelihood at the starting values.
     criteria : dict
         ``{K: (approximate leave-one-curve-out score, BIC)}`` of every rank
-        tried on the chosen basis.
+        tried on the chosen basis (the score is ``None`` unless the rule is
+        ``"cv"``).
     n_iter : int
     converged : bool
     history : list of float
@@ -90,7 +91,8 @@ def _fit_rank(times, resid, offsets, basis, degree, options):
 
     Returns the chosen rank's criterion value (the approximate
     leave-one-curve-out score when the rule is ``"cv"``, else BIC), the rank,
-    the optimiser's result and ``{K: (CV score, BIC)}`` of every rank tried.
+    the optimiser's result and ``{K: (CV score or None, BIC)}`` of every
+    rank tried.
     """
     theta, _ = fit_surface(times, resid, offsets, basis.knots, degree, 2, "gcv")
     scale = max(float(np.mean(resid**2)), np.finfo(float).tiny)
@@ -118,9 +120,12 @@ def _fit_rank(times, resid, offsets, basis, degree, options):
         )
         nll = result.history[-1]
         bic = 2 * nll + n_parameters(basis.size, k) * np.log(max(n_subjects, 2))
-        cv = approximate_cv(stats, result.coef, result.log_lam, result.log_s2).score
-        criteria[k] = (float(cv), float(bic))
-        value = cv if rule == "cv" else bic
+        cv = None
+        if rule == "cv":
+            cv = approximate_cv(stats, result.coef, result.log_lam, result.log_s2)
+            cv = float(cv.score)
+        criteria[k] = (cv, float(bic))
+        value = bic if cv is None else cv
         previous = result
         if best is None or value < best[0]:
             best = (value, k, result)
