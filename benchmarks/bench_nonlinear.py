@@ -156,6 +156,9 @@ def run_one(name, sparsity, args):
                 "fit s": seconds,
             }
         )
+        gain = getattr(est, "start_gain_", None)
+        if gain is not None:  # the base gate's verdict: (gain, z, p)
+            rows[-1]["start gain"] = [float(v) for v in gain]
     lin = rows[0]["mse"]
     for row in rows:
         row["MSE / linear oracle"] = row["mse"] / lin
