@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
 
+from fdaimpute._conditional import ConditionalScorePredictor
 from fdaimpute._linalg import one_blas_thread
 from fdaimpute._pace import chunked as _chunked
 from fdaimpute._pace import fit as _fit
@@ -23,8 +23,6 @@ from fdaimpute.smoothing import KERNELS
 
 __all__ = ["PACEImputer"]
 
-_CHUNK = 20_000  # subjects per block in transform (bounds memory)
-_STD_CHUNK = 2_000  # the same with return_std (per-subject K x K and J x K blocks)
 _POSITIVE = Interval("real", 0, closed="neither")
 _LEGACY_PARAMS = ("kernel", "fdapace_compat", "measurement_error")
 _CHUNK_OPTIONS = (
@@ -37,7 +35,7 @@ _CHUNK_OPTIONS = (
 )
 
 
-class PACEImputer(BaseImputer):
+class PACEImputer(ConditionalScorePredictor, BaseImputer):
     """Functional PCA by conditional expectation (PACE) for sparse curves.
 
     The method of Yao, Müller & Wang (2005): a local-linear estimate of the
@@ -506,75 +504,27 @@ default="cv"
             )
 
     # ------------------------------------------------------------------ #
-    # imputation hooks
-    def _posterior(self, data):
-        def scores(part):
-            return self._numerics.scores(
-                self._model, part.times, part.values, part.offsets
-            )
+    # the fitted model's pieces, for ConditionalScorePredictor
+    def _block_scores(self, part):
+        return self._numerics.scores(self._model, part.times, part.values, part.offsets)
 
-        with one_blas_thread():
-            # blocks of subjects keep the per-observation arrays small
-            return np.concatenate([scores(part) for part in _blocks(data, _CHUNK)])
+    def _block_error_variance(self, part, grid):
+        return self._numerics.error_variance(
+            self._model, part.times, part.values, part.offsets, grid
+        )
 
-    def _transform_grid(self, data, grid, return_std=False):
+    def _curves(self, scores, grid):
+        return self._numerics.curves(self._model, scores, grid)
+
+    def _slopes(self, scores, grid):
+        return self._numerics.slopes(self._model, scores, grid)
+
+    def _mean_and_basis(self, times):
         numerics, model = self._numerics, self._model
-        if not return_std:
-            return numerics.curves(model, self._posterior(data), grid)
-
-        def error_variance(part):
-            return numerics.error_variance(
-                model, part.times, part.values, part.offsets, grid
-            )
-
-        with one_blas_thread():
-            parts = [error_variance(part) for part in _blocks(data, _STD_CHUNK)]
-        scores = np.concatenate([p[0] for p in parts])
-        var = np.concatenate([p[1] for p in parts])
-        return numerics.curves(model, scores, grid), np.sqrt(np.clip(var, 0.0, None))
-
-    def _derivative_grid(self, data, grid):
-        return self._numerics.slopes(self._model, self._posterior(data), grid)
-
-    def _predict_ragged(self, data, times, offsets):
-        numerics, model = self._numerics, self._model
-        scores = self._posterior(data)
-        subject = np.repeat(np.arange(len(data)), np.diff(offsets))
-        basis = numerics.basis_at(model.eigenfunctions, times)
-        mean = numerics.mean_at(model, times)
-        return mean + np.einsum("ik,ik->i", basis, scores[subject])
-
-    # ------------------------------------------------------------------ #
-    # public extras
-    def scores(self, X):
-        """Conditional-expectation scores of each subject.
-
-        Parameters
-        ----------
-        X : IrregularData, long DataFrame, list of (t, y) pairs or 2-D array
-            Subjects.
-
-        Returns
-        -------
-        ndarray or DataFrame of shape (n_subjects, K)
-            ``E[xi_i | y_i]`` under the fitted model, for downstream use; a
-            DataFrame indexed by subject id with columns ``score_1`` ... after
-            ``set_output(transform="pandas")``.
-        """
-        check_is_fitted(self, "eigenfunctions_")
-        data = self._check_transform_input(X)
-        names = [f"score_{k + 1}" for k in range(self.n_components_)]
-        return self._wrap(self._posterior(data), data, columns=names)
-
-
-def _blocks(data, size):
-    """``data`` in blocks of at most ``size`` subjects (itself when it fits)."""
-    if len(data) <= size:
-        return [data]
-    return [
-        data.take(np.arange(i, min(i + size, len(data))))
-        for i in range(0, len(data), size)
-    ]
+        return (
+            numerics.mean_at(model, times),
+            numerics.basis_at(model.eigenfunctions, times),
+        )
 
 
 def _is_rule(value, name):

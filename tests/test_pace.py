@@ -286,11 +286,11 @@ def test_pace_transform_outside_range_needs_extrapolate(fitted):
 
 
 def test_pace_transform_in_blocks_matches(monkeypatch, smooth_sim, fitted):
-    import fdaimpute.pace as pace_module
+    import fdaimpute._conditional as conditional
 
     data = smooth_sim.test.data
     whole, whole_std = fitted.transform(data, return_std=True)
-    monkeypatch.setattr(pace_module, "_CHUNK", 7)
+    monkeypatch.setattr(conditional, "_CHUNK", 7)
     blocks, blocks_std = fitted.transform(data, return_std=True)
     np.testing.assert_allclose(blocks, whole, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(blocks_std, whole_std, rtol=1e-12, atol=1e-12)
