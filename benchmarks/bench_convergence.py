@@ -82,6 +82,8 @@ def run_sparsity(sparsity, args):
                     pace_mse,
                 )
             )
+            if getattr(model, "base_weight_", None) is not None:
+                rows[-1]["base weight"] = model.base_weight_
     return rows
 
 
@@ -132,6 +134,25 @@ def figure(rows, path):
     plt.close(fig)
 
 
+def _latest(runs):
+    """The runs' rows; a later run's row replaces an earlier one of the same fit.
+
+    A fit is a sparsity, a method and an epoch budget, so re-running one
+    method after a change to it supersedes its old rows (and PACE's).
+    """
+    rows = {}
+    for run in runs:
+        for row in run["rows"]:
+            rows.pop((row["n_i"], row["method"], row["epochs"]), None)
+            rows[row["n_i"], row["method"], row["epochs"]] = row
+    order = {s: i for i, s in enumerate(SPARSITIES)}
+
+    def key(row):
+        return order[row["n_i"]], row["method"] != "PACE", row["method"], row["epochs"]
+
+    return sorted(rows.values(), key=key)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10_000)
@@ -169,7 +190,7 @@ def main(argv=None):
         ]
         if args.save_rows:
             Path(args.save_rows).write_text(json.dumps(runs[0], indent=1))
-    rows = [r for run in runs for r in run["rows"]]
+    rows = _latest(runs)
     table = markdown_table(rows, COLUMNS)
     print(table)
     if args.write:

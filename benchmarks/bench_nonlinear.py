@@ -159,6 +159,8 @@ def run_one(name, sparsity, args):
         gain = getattr(est, "start_gain_", None)
         if gain is not None:  # the base gate's verdict: (gain, z, p)
             rows[-1]["start gain"] = [float(v) for v in gain]
+        if getattr(est, "base_weight_", None) is not None:
+            rows[-1]["base weight"] = est.base_weight_
     lin = rows[0]["mse"]
     for row in rows:
         row["MSE / linear oracle"] = row["mse"] / lin
@@ -173,13 +175,29 @@ def run_one(name, sparsity, args):
 
 
 def save(rows, stem):
+    """Write ``rows`` to ``stem``.json/.csv, keeping saved rows not re-run.
+
+    Returns all the rows written.
+    """
     RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{stem}.json"
+    if path.exists():
+
+        def key(r):
+            return r["process"], r["n_i"], r["method"]
+
+        new = {key(r) for r in rows}
+        kept = [r for r in json.loads(path.read_text()) if key(r) not in new]
+        rows = kept + rows
+        order = {m: i for i, m in enumerate(METHODS)}
+        rows.sort(key=lambda r: (r["process"], r["n_i"] != "8-12", order[r["method"]]))
     (RESULTS / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
     keys = ["process", "n_i", "method", "mse", "mse_se", "MSE / linear oracle", "fit s"]
     with open(RESULTS / f"{stem}.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, keys, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
+    return rows
 
 
 def main(argv=None):
@@ -226,7 +244,7 @@ def main(argv=None):
             for sparsity in args.sparsity:
                 rows.extend(run_one(name, sparsity, args))
         print(f"total {time.perf_counter() - start:.0f} s; rows in {stem}.json/.csv")
-        save(rows, stem)
+        rows = save(rows, stem)
     if args.write or args.from_saved:
         # one table for runs of the same size on different processes
         for path in sorted(RESULTS.glob(f"{prefix}_*.json")):

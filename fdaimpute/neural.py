@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from fdaimpute._neural.base import _NeuralImputer, check_even, zero_linear
+from fdaimpute._neural.base import _NeuralImputer, check_even
 from fdaimpute._neural.config import (
     PRESETS,
     SAND_CONSTRAINTS,
@@ -265,19 +265,16 @@ class SANDImputer(_NeuralImputer):
     def _build_module(config):
         from fdaimpute.nn import SANDLayer, SANDModule, VTModule
 
-        return SANDModule(VTModule(**config["vt"]), SANDLayer(**config["sand"]))
+        return SANDModule(
+            VTModule(**config["vt"]),
+            SANDLayer(**config["sand"]),
+            base_gate=config["vt"].get("base_gate", False),
+        )
 
     def _after_build(self, module, grid):
         super()._after_build(module, grid)
         if self.sand_init == "identity":
-            # SAND(0) = 0 from here, so with a base the start is the base
             module.sand.init_identity(grid)
-        elif self.base is not None:
-            zero_linear(module.sand.out)
-
-    @staticmethod
-    def _transformer(module):
-        return module.vt
 
     def _anchor_rule(self):
         return self.anchors

@@ -46,30 +46,52 @@ def test_untrained_network_is_the_base(cls, params, data):
         )
 
 
-@torch_classes
-def test_correction_output_starts_at_zero(cls, params, data):
-    model = cls(**dict(params, max_epochs=1), base="kernel")
-    model.fit(data)
-    cfg = model._config()
-    fresh = model._new_module(cfg, model._grid_tensor(model.model_grid_, "cpu"), "cpu")
-    head = model._transformer(fresh).head
-    assert torch.count_nonzero(head.weight) == 0
-    assert torch.count_nonzero(head.bias) == 0
+@pytest.mark.parametrize(
+    "cls, params",
+    [
+        (VTImputer, _configs.TINY),
+        (SANDImputer, _configs.SAND_TINY),
+        (SANDImputer, dict(_configs.SAND_TINY, sand_init="random")),
+    ],
+    ids=["vt", "sand", "sand-random"],
+)
+def test_fresh_network_outputs_the_base_through_zero_gates(cls, params, data):
+    model = cls(**dict(params, max_epochs=1), base="kernel").fit(data)
+    grid = model._grid_tensor(model.model_grid_, "cpu")
+    fresh = model._new_module(model._config(), grid, "cpu")
+    gates = {n: p for n, p in fresh.named_parameters() if n.endswith("base_gate")}
+    assert len(gates) == (2 if cls is SANDImputer else 1)
+    assert all(g.item() == 0 for g in gates.values())
+    model._attach_base(fresh)
+    batch = model._tensors(data, "cpu").batch(torch.arange(10))
+    with torch.no_grad():
+        out = fresh(batch.times, batch.values, batch.valid, grid)
+        curve, slope = fresh.base_curves(batch.times, batch.values, batch.valid, grid)
+    # the output is the base, exactly; the network itself starts as without
+    # a base (its own curve is not the base's)
+    torch.testing.assert_close(out.output, curve, rtol=0, atol=0)
+    assert not torch.allclose(out.network.output, curve, atol=1e-3)
+    if cls is SANDImputer:
+        torch.testing.assert_close(out.derivative, slope, rtol=0, atol=0)
+    # the network's own curve is trained too: the gates are not its only signal
+    loss = model._trainer_class()(fresh, grid).compute_loss(out, batch)[1]
+    assert {"network vt"} <= set(loss)
 
 
-def test_random_sand_start_zeroes_sand_output(data):
-    model = SANDImputer(**_configs.SAND_TINY, sand_init="random", base="pace")
-    model.fit(data)
-    fresh = model._new_module(
-        model._config(), model._grid_tensor(model.model_grid_, "cpu"), "cpu"
-    )
-    assert torch.count_nonzero(fresh.sand.out.weight) == 0
-    # without a base the random start keeps PyTorch's initialisation
-    plain = SANDImputer(**_configs.SAND_TINY, sand_init="random").fit(data)
-    fresh = plain._new_module(
-        plain._config(), plain._grid_tensor(plain.model_grid_, "cpu"), "cpu"
-    )
-    assert torch.count_nonzero(fresh.sand.out.weight) > 0
+def test_module_without_a_gate_refuses_a_base(data):
+    from fdaimpute.nn import VTModule
+
+    vt = VTModule(d_model=16, n_heads=2, dim_feedforward=32, encoding_dim=8)
+    t = torch.rand(2, 4)
+    base = (torch.zeros(2, 11), None)
+    with pytest.raises(ValueError, match="base_gate"):
+        vt(
+            t,
+            torch.randn(2, 4),
+            torch.ones(2, 4, dtype=torch.bool),
+            torch.linspace(0, 1, 11),
+            base=base,
+        )
 
 
 class RecordingPACE(fi.PACEImputer):

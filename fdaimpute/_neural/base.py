@@ -64,6 +64,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             "encoding_dim": cfg["encoding_dim"],
             "encoding_scale": float(m - 1),
             "norm": self.norm,
+            "base_gate": self.base is not None,
         }
         return {"kind": "vt", "vt": vt}
 
@@ -75,18 +76,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         return VTModule(**config["vt"])
 
     def _after_build(self, module, grid):
-        """Initialise a freshly built ``module`` for the training ``grid``.
-
-        With a base, the transformer's output head starts at zero, so the
-        untrained network outputs the base's curve.
-        """
-        if self.base is not None:
-            zero_linear(self._transformer(module).head)
-
-    @staticmethod
-    def _transformer(module):
-        """The :class:`~fdaimpute.nn.VTModule` inside ``module``."""
-        return module
+        """Initialise a freshly built ``module`` for the training ``grid``."""
 
     def _anchor_rule(self):
         """The integration constant of SAND's curve (None: no anchoring)."""
@@ -320,6 +310,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         self.history_ = history
         self.best_epoch_ = trainer.best_epoch
         self.start_gain_ = trainer.start_gain
+        gate = getattr(module, "base_gate", None)
+        self.base_weight_ = None if gate is None else float(gate.detach())
         self.n_epochs_ = len(history["epoch"])
         self.stop_reason_ = trainer.stop_reason
         self.interrupted_ = trainer.interrupted
@@ -500,15 +492,6 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             deriv, self.model_grid_, np.tile(grid, n), np.full(n, grid.size)
         )
         return out.reshape(n, grid.size)
-
-
-def zero_linear(layer):
-    """Set a ``torch.nn.Linear`` layer's weight and bias to zero."""
-    import torch
-
-    with torch.no_grad():
-        layer.weight.zero_()
-        layer.bias.zero_()
 
 
 def check_even(cfg, name):

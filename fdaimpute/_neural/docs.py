@@ -16,11 +16,16 @@ COMMON_PARAMS_DOC = """
         The base is fitted inside ``fit`` on the training subjects only
         (``split_["train"]``, never the validation subjects) and then
         computed, for each subject, from the same observations the encoder
-        sees; the network outputs the base's curve plus a correction whose
-        output layer starts at zero (for SAND, the base's derivative plus a
-        correction of it, so curves stay C1). The untrained network is the
-        base: it is scored on the validation subjects before the first
-        epoch, so an epoch replaces it only if its held-out error is lower;
+        sees. The output is the base's curve ``b`` corrected towards the
+        network's own curve ``f``: ``b + g * (f - b)``, with a learnt weight
+        ``g`` that starts at zero (for SAND, ``f`` is SAND's curve and the
+        derivative is ``b' + g * (f' - b')``, so curves stay C1). The
+        network's own curve is trained on the data as without a base (a
+        correction trained only on what the base leaves, a small and noisy
+        remainder, did not learn: docs/benchmarks.md). The untrained
+        network is the base: it is scored on the validation subjects before
+        the first epoch, so an epoch replaces it only if its held-out error
+        is lower;
         the validation subjects are split in two (``split_["selection"]``
         choose the epoch, ``split_["comparison"]`` judge it) and the chosen
         epoch is kept only if, on the second half, its error is below the
@@ -138,6 +143,9 @@ COMMON_ATTRS_DOC = """
         epoch of this fit) when no epoch beat the start, i.e. the base.
     base_ : imputer or None
         The fitted base (see ``base``).
+    base_weight_ : float or None
+        With a base: the weight ``g`` of the network's curve in the output
+        (0: the base; 1: the network alone); None without a base.
     start_gain_ : tuple of float or None
         With a base: how much lower the best epoch's held-out error was
         than the base's on the comparison subjects, that gain in standard

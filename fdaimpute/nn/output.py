@@ -31,6 +31,10 @@ class ModuleOutput(Mapping):
     hidden : dict of str to Tensor or None
         Layer outputs ``encoder.<i>`` (B, L, d) and ``decoder.<i>`` (B, M,
         d); None unless the forward pass was asked for them.
+    network : ModuleOutput or None
+        With a statistical base: the network's own output (its ``curve``,
+        and for SAND its ``sand`` and ``derivative``), before the gate mixes
+        it with the base's; None without a base.
     """
 
     curve: torch.Tensor
@@ -38,6 +42,7 @@ class ModuleOutput(Mapping):
     sand: torch.Tensor | None = None
     derivative: torch.Tensor | None = None
     hidden: dict | None = None
+    network: ModuleOutput | None = None
 
     @property
     def output(self):

@@ -25,16 +25,19 @@ class SANDModule(nn.Module):
     detach : bool, default=True
         Feed SAND a detached ``T~`` (the paper's training: VT learns from
         its own loss only).
+    base_gate : bool, default=False
+        Add SAND's own scalar ``base_gate`` (starting at 0); needed, with
+        ``vt`` built with ``base_gate=True``, to use a base.
 
     Attributes
     ----------
     base_curves : callable or None
         The statistical base (see :class:`~fdaimpute.nn.VTModule`). With a
-        base, ``T~`` is the base's curve plus VT's correction, and SAND
-        smooths the correction only: its curve is the base's plus SAND's
-        integral of the correction, its derivative the base's plus SAND's
-        ``D~`` of the correction, so the output stays C1 whenever the base
-        is.
+        base, SAND smooths the transformer's own curve (before VT's gate),
+        and the output mixes SAND's curve ``S`` and derivative ``D`` with
+        the base's ``b`` and ``b'`` through SAND's gate ``g``:
+        ``b + g * (S - b)`` and ``b' + g * (D - b')``. The output is the
+        base while ``g = 0`` and stays C1 whenever the base is.
 
     Examples
     --------
@@ -51,11 +54,13 @@ class SANDModule(nn.Module):
 
     base_curves = None
 
-    def __init__(self, vt, sand, detach=True):
+    def __init__(self, vt, sand, detach=True, base_gate=False):
         super().__init__()
         self.vt = vt
         self.sand = sand
         self.detach = detach
+        if base_gate:
+            self.base_gate = nn.Parameter(torch.zeros(()))
 
     def parameter_groups(self):
         """The transformer's parameters, then the SAND layer's (two lists).
@@ -64,8 +69,10 @@ class SANDModule(nn.Module):
         trainer clips their gradients separately and may give SAND its own
         learning rate.
         """
-        rest = [p for n, p in self.named_parameters() if not n.startswith("sand.")]
-        return [rest, list(self.sand.parameters())]
+        params = dict(self.named_parameters())
+        own = [n for n in params if n.startswith("sand.") or n == "base_gate"]
+        rest = [p for n, p in params.items() if n not in own]
+        return [rest, [params[n] for n in own]]
 
     def encode(self, t, y, mask):
         """The transformer's encoder tokens (see :meth:`VTModule.encode`)."""
@@ -104,7 +111,9 @@ class SANDModule(nn.Module):
         Returns
         -------
         ModuleOutput
-            VT's output with ``sand`` and ``derivative`` set.
+            VT's output with ``sand`` and ``derivative`` set (with a base,
+            also in its ``network``: SAND's smoothing of the network's own
+            curve).
 
         Notes
         -----
@@ -116,19 +125,26 @@ class SANDModule(nn.Module):
             anchors, anchor_mode = self._anchor_weights(t, mask, grid, anchors)
         if base is None and self.base_curves is not None:
             base = self.base_curves(t, y, mask, grid)
+        if base is not None and not hasattr(self, "base_gate"):
+            raise ValueError("a base needs a module built with base_gate=True")
         out = self.vt(t, y, mask, grid, return_hidden=return_hidden, base=base)
-        rough = out.curve.detach() if self.detach else out.curve
+        rough = out.curve if base is None else out.network.curve
+        rough = rough.detach() if self.detach else rough
         # (the only autocast the trainer uses is CUDA's)
         with torch.autocast("cuda", enabled=False):
-            rough = rough.float()
-            if base is not None:
-                rough = rough - base[0]
             smooth, deriv = self.sand(
-                rough, grid, anchors=anchors, anchor_mode=anchor_mode
+                rough.float(), grid, anchors=anchors, anchor_mode=anchor_mode
             )
-        if base is not None:
-            smooth, deriv = smooth + base[0], deriv + base[1]
-        return replace(out, sand=smooth, derivative=deriv)
+        if base is None:
+            return replace(out, sand=smooth, derivative=deriv)
+        gate = self.base_gate
+        network = replace(out.network, sand=smooth, derivative=deriv)
+        return replace(
+            out,
+            sand=base[0] + gate * (smooth - base[0]),
+            derivative=base[1] + gate * (deriv - base[1]),
+            network=network,
+        )
 
     @staticmethod
     def _anchor_weights(t, mask, grid, rule):

@@ -270,12 +270,21 @@ class Trainer:
 
         Returns the total and a dict of its parts. VT and SAND terms are
         summed; SAND's input is detached, so each part of the network learns
-        from its own term only.
+        from its own term only. With a statistical base, the network's own
+        curves (before the gates mix them with the base's) are scored too,
+        as ``network`` terms: the gates start at zero, and without these
+        terms the network would learn only the small, noisy remainder the
+        base leaves.
         """
-        vt, sand = read_at(out, self.grid, batch.times, self.anchors)
-        parts = {"vt": _masked_mse(vt, batch.values, batch.valid)}
-        if sand is not None:
-            parts["sand"] = _masked_mse(sand, batch.values, batch.valid)
+        parts = {}
+        outputs = [("", out)]
+        if out.network is not None:
+            outputs.append(("network ", out.network))
+        for prefix, output in outputs:
+            vt, sand = read_at(output, self.grid, batch.times, self.anchors)
+            parts[prefix + "vt"] = _masked_mse(vt, batch.values, batch.valid)
+            if sand is not None:
+                parts[prefix + "sand"] = _masked_mse(sand, batch.values, batch.valid)
         return sum(parts.values()), parts
 
     def context(self, out, batch):

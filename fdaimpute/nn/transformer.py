@@ -186,6 +186,10 @@ class VTModule(nn.Module):
         real tokens (:class:`~fdaimpute.nn.norms.MaskedBatchNorm`), RMS
         normalisation, or none (a pre-norm stack without normalisation may
         need a lower learning rate).
+    base_gate : bool, default=False
+        Add the scalar ``base_gate`` parameter (starting at 0) that mixes
+        the network's curve with a statistical base's; needed to use a
+        base (:attr:`base_curves` or ``forward(base=...)``).
 
     Attributes
     ----------
@@ -193,9 +197,10 @@ class VTModule(nn.Module):
         The statistical base the network corrects (None: none), e.g. an
         :class:`~fdaimpute.nn.base_curves.EstimatorBase`: called as
         ``base_curves(t, y, mask, grid)`` on what the encoder sees, it
-        returns the base's curve and derivative on the grid (standardised),
-        and the output is the base's curve plus the head's. It is not part
-        of the state dict: set it again after loading weights.
+        returns the base's curve and derivative on the grid (standardised).
+        The output is then ``base + g * (network - base)`` with ``g`` the
+        ``base_gate`` parameter: the base itself while ``g = 0``. It is not
+        part of the state dict: set it again after loading weights.
 
     Notes
     -----
@@ -240,6 +245,7 @@ class VTModule(nn.Module):
         activation="gelu",
         norm_first=True,
         norm="layer",
+        base_gate=False,
     ):
         super().__init__()
         if activation not in _ACTIVATIONS:
@@ -270,6 +276,8 @@ class VTModule(nn.Module):
         self.encoder_norm = make_norm(final, d_model)
         self.decoder_norm = make_norm(final, d_model)
         self.head = nn.Linear(d_model, 1)
+        if base_gate:
+            self.base_gate = nn.Parameter(torch.zeros(()))
 
     def embed(self, t, y):
         """Encoder tokens ``[y, t, enc(t)]`` projected to ``d_model``: (B, L, d)."""
@@ -330,8 +338,8 @@ class VTModule(nn.Module):
             Ignored: VT has no integration constant. Accepted so that a VT
             and a :class:`~fdaimpute.nn.SANDModule` take the same call.
         base : tuple of two Tensors of shape (B, M), default=None
-            The base's curve and derivative, when the caller has them
-            already; otherwise :attr:`base_curves` gives them (if set).
+            The base's curve and derivative (or None), when the caller has
+            them already; otherwise :attr:`base_curves` gives them (if set).
 
         Returns
         -------
@@ -339,11 +347,14 @@ class VTModule(nn.Module):
             ``curve`` (B, M): the imputation T~ on the grid; ``embedding``
             (B, L, d): the encoder's input tokens; ``hidden``: a dict of
             layer outputs named ``encoder.<i>`` (B, L, d) and ``decoder.<i>``
-            (B, M, d) (only with ``return_hidden``); ``sand`` and
+            (B, M, d) (only with ``return_hidden``); ``network``: with a
+            base, the network's own curve (before the gate); ``sand`` and
             ``derivative`` are None.
         """
         if base is None and self.base_curves is not None:
             base = self.base_curves(t, y, mask, grid)
+        if base is not None and not hasattr(self, "base_gate"):
+            raise ValueError("a base needs a module built with base_gate=True")
         batch = t.shape[0]
         emb = self.embed(t, y)
         hidden = {}
@@ -361,6 +372,8 @@ class VTModule(nn.Module):
             if return_hidden:
                 hidden[f"decoder.{i}"] = q
         curve = self.head(self.decoder_norm(q)).squeeze(-1)
-        if base is not None:
-            curve = curve + base[0]
-        return ModuleOutput(curve, emb, hidden=hidden if return_hidden else None)
+        hidden = hidden if return_hidden else None
+        if base is None:
+            return ModuleOutput(curve, emb, hidden=hidden)
+        mixed = base[0] + self.base_gate * (curve - base[0])
+        return ModuleOutput(mixed, emb, hidden=hidden, network=ModuleOutput(curve, emb))
