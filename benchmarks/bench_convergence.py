@@ -143,7 +143,6 @@ def _latest(runs):
     rows = {}
     for run in runs:
         for row in run["rows"]:
-            rows.pop((row["n_i"], row["method"], row["epochs"]), None)
             rows[row["n_i"], row["method"], row["epochs"]] = row
     order = {s: i for i, s in enumerate(SPARSITIES)}
 

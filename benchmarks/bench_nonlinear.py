@@ -191,7 +191,7 @@ def save(rows, stem):
         rows = kept + rows
         order = {m: i for i, m in enumerate(METHODS)}
         rows.sort(key=lambda r: (r["process"], r["n_i"] != "8-12", order[r["method"]]))
-    (RESULTS / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
+    path.write_text(json.dumps(rows, indent=1) + "\n")
     keys = ["process", "n_i", "method", "mse", "mse_se", "MSE / linear oracle", "fit s"]
     with open(RESULTS / f"{stem}.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, keys, extrasaction="ignore")

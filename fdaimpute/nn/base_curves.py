@@ -1,10 +1,10 @@
 """A statistical base for the networks: a fitted imputer's curves to correct.
 
-With a base, a VT or SAND module outputs ``base + correction``: the base's
-curve (and derivative) is computed from exactly the observations the
+With a base, a VT or SAND module outputs ``base + g * (network - base)``: the
+base's curve (and derivative) is computed from exactly the observations the
 encoder sees, so in training, where part of each subject's points are
-hidden, the base never sees the points the loss scores. The module's
-correction starts at zero, so an untrained module *is* the base.
+hidden, the base never sees the points the loss scores. The weight ``g``
+starts at zero, so an untrained module *is* the base.
 """
 
 from __future__ import annotations

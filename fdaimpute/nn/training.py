@@ -86,8 +86,8 @@ class Trainer:
         Score the module on the validation subjects before training and
         keep that starting state (``best_epoch = start_epoch - 1``) unless
         an epoch beats it by ``start_margin`` standard errors and across
-        subjects (``start_level``). With a statistical base and a
-        zero-initialised correction, the start *is* the base, so training
+        subjects (``start_level``). With a statistical base mixed in by a
+        weight that starts at zero, the start *is* the base, so training
         cannot end worse than the base on the validation subjects.
     start_margin : float, default=1.0
         With ``keep_start``: how many standard errors (paired over
