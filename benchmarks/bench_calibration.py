@@ -52,7 +52,7 @@ DATASETS = {
 
 def _neural(cls, args):
     epochs = {} if args.epochs is None else {"max_epochs": args.epochs}
-    return cls(random_state=args.seed, **epochs)
+    return cls(base=None, random_state=args.seed, **epochs)
 
 
 METHODS = {

@@ -35,8 +35,8 @@ import fdaimpute as fi  # noqa: E402
 
 SPARSITIES = ("30", "8-12", "3-5")
 METHODS = {
-    "VT": (fi.VTImputer, {}),
-    "SAND": (fi.SANDImputer, {}),
+    "VT": (fi.VTImputer, {"base": None}),
+    "SAND": (fi.SANDImputer, {"base": None}),
     "VT+base": (fi.VTImputer, {"base": "pace"}),
     "SAND+base": (fi.SANDImputer, {"base": "pace"}),
 }

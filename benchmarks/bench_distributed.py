@@ -37,7 +37,7 @@ WORKER = textwrap.dedent(
     rank = torch.distributed.get_rank() if "WORLD_SIZE" in os.environ else 0
     sim = fi.simulate.sand_paper(n=n, n_obs="8-12", random_state=0)
     fit = fi.IrregularData.concat([sim.train.data, sim.validation.data])
-    est = getattr(fi, cls)(max_epochs=epochs, random_state=0, device="cpu")
+    est = getattr(fi, cls)(base=None, max_epochs=epochs, random_state=0, device="cpu")
     start = time.perf_counter()
     est.fit(fit)
     seconds = time.perf_counter() - start

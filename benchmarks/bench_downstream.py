@@ -137,8 +137,8 @@ METHODS = {
     "Kernel": lambda a, g: fi.KernelImputer(grid=g),
     "PACE": lambda a, g: fi.PACEImputer(grid=g, random_state=a.seed),
     "FACE": lambda a, g: fi.FACEImputer(grid=g),
-    "VT": lambda a, g: _neural(fi.VTImputer, a, g),
-    "SAND": lambda a, g: _neural(fi.SANDImputer, a, g),
+    "VT": lambda a, g: _neural(fi.VTImputer, a, g, base=None),
+    "SAND": lambda a, g: _neural(fi.SANDImputer, a, g, base=None),
     "VT+base": lambda a, g: _neural(fi.VTImputer, a, g, base="pace"),
     "SAND+base": lambda a, g: _neural(fi.SANDImputer, a, g, base="pace"),
 }

@@ -70,6 +70,7 @@ def neural(kind, args, n_fit):
     cls = SANDImputer if kind == "sand" else VTImputer
     params = {
         "preset": args.preset,
+        "base": None,
         "max_epochs": args.epochs,
         "validation_fraction": round(args.val_share * n_fit) / n_fit,
         "random_state": args.seed,
@@ -191,7 +192,7 @@ def throughput(args):
     rng = np.random.default_rng(0)
     fit = fi.simulate.sand_paper(2000, n_obs="8-12", random_state=0).train.data
     for cls in (VTImputer, SANDImputer):
-        est = cls(max_epochs=1, random_state=0).fit(fit)
+        est = cls(base=None, max_epochs=1, random_state=0).fit(fit)
         est.transform(fit[:512])  # warm-up
         for n in args.throughput_n:
             data = _random_subjects(n, rng)

@@ -68,6 +68,7 @@ def run(args):
         layer_seconds = layer_errors = None
         for name in args.norms:
             est = MODELS[model](
+                base=None,
                 norm=NORMS[name],
                 max_epochs=args.epochs,
                 validation_fraction=round(0.05 * len(fit_data)) / len(fit_data),

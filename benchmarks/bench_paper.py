@@ -126,18 +126,20 @@ def run_sparsity(sparsity, args):
             grid=grid, keep_observed=True, random_state=args.seed
         ),
         # LipReg(0) changes nothing in training; it records L_Lip for the figure.
-        "VT": lambda: _neural(fi.VTImputer, args, n_fit, regularizers=[LipReg(0.0)]),
-        "SAND": lambda: _neural(fi.SANDImputer, args, n_fit),
+        "VT": lambda: _neural(
+            fi.VTImputer, args, n_fit, base=None, regularizers=[LipReg(0.0)]
+        ),
+        "SAND": lambda: _neural(fi.SANDImputer, args, n_fit, base=None),
         "VT+base": lambda: _neural(fi.VTImputer, args, n_fit, base="pace"),
         "SAND+base": lambda: _neural(fi.SANDImputer, args, n_fit, base="pace"),
         "VT+LipReg(+)": lambda: _neural(
-            fi.VTImputer, args, n_fit, regularizers=[LipReg(LIP_WEIGHT)]
+            fi.VTImputer, args, n_fit, base=None, regularizers=[LipReg(LIP_WEIGHT)]
         ),
         "VT+LipReg(-)": lambda: _neural(
-            fi.VTImputer, args, n_fit, regularizers=[LipReg(-LIP_WEIGHT)]
+            fi.VTImputer, args, n_fit, base=None, regularizers=[LipReg(-LIP_WEIGHT)]
         ),
         "SAND+LipReg(-)": lambda: _neural(
-            fi.SANDImputer, args, n_fit, regularizers=[LipReg(-LIP_WEIGHT)]
+            fi.SANDImputer, args, n_fit, base=None, regularizers=[LipReg(-LIP_WEIGHT)]
         ),
         "CNP": lambda: _neural(fi.CNPImputer, args, n_fit),
     }
@@ -152,7 +154,11 @@ def run_sparsity(sparsity, args):
         else:
             if method == "VTP":
                 vtp = _neural(
-                    fi.VTImputer, args, len(sim.train.data), regularizers=[Roughness()]
+                    fi.VTImputer,
+                    args,
+                    len(sim.train.data),
+                    base=None,
+                    regularizers=[Roughness()],
                 )
                 est, results = select_regularizer_weight(
                     vtp,

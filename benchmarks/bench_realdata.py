@@ -59,10 +59,12 @@ METHODS = {
     "CNP": lambda a: _neural(fi.CNPImputer, a),
     "MICE": lambda a: fi.MICEImputer(random_state=a.seed),
     "GAIN": lambda a: fi.GAINImputer(keep_observed=True, random_state=a.seed),
-    "VT": lambda a: _neural(fi.VTImputer, a),
+    "VT": lambda a: _neural(fi.VTImputer, a, base=None),
     # the curvature weight bench_paper.py's validation chose most often
-    "VTP": lambda a: _neural(fi.VTImputer, a, regularizers=[Roughness(100.0)]),
-    "SAND": lambda a: _neural(fi.SANDImputer, a),
+    "VTP": lambda a: _neural(
+        fi.VTImputer, a, base=None, regularizers=[Roughness(100.0)]
+    ),
+    "SAND": lambda a: _neural(fi.SANDImputer, a, base=None),
     "VT+base": lambda a: _neural(fi.VTImputer, a, base="pace"),
     "SAND+base": lambda a: _neural(fi.SANDImputer, a, base="pace"),
 }

@@ -84,8 +84,12 @@ def run(label, args):
     estimators = {
         "oracle (true covariance)": ConditionalMean(sim.process),
         "PACEImputer": fi.PACEImputer(random_state=args.seed),
-        "VTImputer": fi.VTImputer(max_epochs=args.epochs, random_state=args.seed),
-        "SANDImputer": fi.SANDImputer(max_epochs=args.epochs, random_state=args.seed),
+        "VTImputer": fi.VTImputer(
+            base=None, max_epochs=args.epochs, random_state=args.seed
+        ),
+        "SANDImputer": fi.SANDImputer(
+            base=None, max_epochs=args.epochs, random_state=args.seed
+        ),
     }
     rows = []
     truth_noise = sim.process.noise_sd**2

@@ -66,6 +66,7 @@ def main(argv=None):
     cls = SANDImputer if args.model == "sand" else VTImputer
     est = cls(
         preset=args.preset,
+        base=None,
         max_epochs=1,
         validation_fraction=0.0,
         device=args.device,

@@ -120,13 +120,13 @@ def _method_factories():
     else:
         quick_kw = {"max_epochs": 30}
         methods["vt"] = (
-            "transformer imputer (torch)",
+            "transformer imputer, started from PACE (torch)",
             lambda grid, seed, quick: VTImputer(
                 grid=grid, random_state=seed, **(quick_kw if quick else {})
             ),
         )
         methods["sand"] = (
-            "transformer + self-attention on derivatives (torch)",
+            "transformer + self-attention on derivatives, started from PACE (torch)",
             lambda grid, seed, quick: SANDImputer(
                 grid=grid, random_state=seed, **(quick_kw if quick else {})
             ),

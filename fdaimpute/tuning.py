@@ -64,7 +64,8 @@ def select_regularizer_weight(
     >>> import fdaimpute as fi
     >>> from fdaimpute.regularizers import Roughness
     >>> sim = fi.simulate.sand_paper(n=120, n_obs="8-12", random_state=0)
-    >>> vtp = fi.VTImputer(regularizers=[Roughness()], max_epochs=2, random_state=0)
+    >>> vtp = fi.VTImputer(base=None, regularizers=[Roughness()], max_epochs=2,
+    ...                    random_state=0)
     >>> best, results = fi.tuning.select_regularizer_weight(
     ...     vtp, sim.train.data, sim.validation.data, [1.0, 100.0])
     >>> len(results)

@@ -27,9 +27,10 @@ WORKER = textwrap.dedent(
     import numpy as np, torch
     import fdaimpute as fi
 
-    out, cls = sys.argv[1], sys.argv[2]
+    out, cls, base = sys.argv[1], sys.argv[2], sys.argv[3]
     sim = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
     est = getattr(fi, cls)(
+        base=None if base == "none" else base,
         d_model=8, n_heads=2, encoder_layers=1, decoder_layers=1,
         dim_feedforward=16, encoding_dim=8, max_epochs=2, batch_size=16,
         validation_fraction=0.2, random_state=0, device="cpu",
@@ -50,7 +51,7 @@ WORKER = textwrap.dedent(
 )
 
 
-def _run(tmp_path, cls, processes):
+def _run(tmp_path, cls, processes, base="none"):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     if processes:
@@ -60,7 +61,7 @@ def _run(tmp_path, cls, processes):
         launch = [sys.executable]
     env = {"OMP_NUM_THREADS": "1", **os.environ}
     done = subprocess.run(
-        [*launch, str(script), str(tmp_path), cls],
+        [*launch, str(script), str(tmp_path), cls, base],
         capture_output=True,
         text=True,
         timeout=240,
@@ -73,9 +74,12 @@ def _weights(path):
     return torch.load(path, weights_only=True)
 
 
-@pytest.mark.parametrize("cls", ["VTImputer", "SANDImputer"])
-def test_two_processes_train_one_model(tmp_path, cls):
-    _run(tmp_path, cls, processes=2)
+@pytest.mark.parametrize(
+    "cls, base",
+    [("VTImputer", "none"), ("SANDImputer", "none"), ("SANDImputer", "pace")],
+)
+def test_two_processes_train_one_model(tmp_path, cls, base):
+    _run(tmp_path, cls, processes=2, base=base)
     first, second = (
         _weights(tmp_path / "weights0.pt"),
         _weights(tmp_path / "weights1.pt"),

@@ -16,7 +16,9 @@ import fdaimpute as fi  # noqa: E402
 from fdaimpute.neural import SANDImputer, VTImputer  # noqa: E402
 from fdaimpute.nn import Trainer  # noqa: E402
 
-TINY = dict(_configs.NARROW_SIZES, max_epochs=4, batch_size=16, random_state=0)
+TINY = dict(
+    _configs.NARROW_SIZES, base=None, max_epochs=4, batch_size=16, random_state=0
+)
 ESTIMATORS = [
     pytest.param(VTImputer, TINY, id="VT"),
     pytest.param(SANDImputer, dict(TINY, **_configs.SAND_SIZES), id="SAND"),

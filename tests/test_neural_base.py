@@ -27,8 +27,12 @@ def data():
 @torch_classes
 def test_untrained_network_is_the_base(cls, params, data):
     # a learning rate too small to move any weight: no epoch can beat the
-    # start by a standard error, so the start (the base) is kept
-    model = cls(**dict(params, lr=1e-12, max_epochs=1), base="pace").fit(data)
+    # start by a standard error, so the start (the base) is kept; the base is
+    # left at its default, "auto": PACE where PACE can be fitted
+    params = {key: value for key, value in params.items() if key != "base"}
+    model = cls(**dict(params, lr=1e-12, max_epochs=1)).fit(data)
+    assert model.base == "auto"
+    assert isinstance(model.base_, fi.PACEImputer)
     assert model.best_epoch_ == -1
     # the imputer is its base, refitted on every subject with the same seed
     assert model.base_.n_subjects_fit_ == len(data)
@@ -56,7 +60,7 @@ def test_untrained_network_is_the_base(cls, params, data):
     ids=["vt", "sand", "sand-random"],
 )
 def test_fresh_network_outputs_the_base_through_zero_gates(cls, params, data):
-    model = cls(**dict(params, max_epochs=1), base="kernel").fit(data)
+    model = cls(**dict(params, max_epochs=1, base="kernel")).fit(data)
     grid = model._grid_tensor(model.model_grid_, "cpu")
     fresh = model._new_module(model._config(), grid, "cpu")
     gates = {n: p for n, p in fresh.named_parameters() if n.endswith("base_gate")}
@@ -107,7 +111,9 @@ class RecordingPACE(fi.PACEImputer):
 @torch_classes
 def test_base_never_sees_validation_subjects(cls, params, data):
     RecordingPACE.fits.clear()
-    model = cls(**params, base=RecordingPACE(), validation_fraction=0.25).fit(data)
+    model = cls(**dict(params, base=RecordingPACE(), validation_fraction=0.25)).fit(
+        data
+    )
     # the base's first fit is the one the network trains on
     fitted = set(RecordingPACE.fits[0].tolist())
     ids = np.asarray(data.ids)
@@ -124,7 +130,7 @@ def test_base_never_sees_validation_subjects(cls, params, data):
 
 @torch_classes
 def test_pickle_and_clone_keep_the_base(cls, params, data):
-    model = cls(**params, base="pace").fit(data)
+    model = cls(**dict(params, base="pace")).fit(data)
     loaded = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(loaded.transform(data), model.transform(data))
     assert loaded.module_.base_curves is not None
@@ -134,7 +140,7 @@ def test_pickle_and_clone_keep_the_base(cls, params, data):
 
 def test_estimator_base_is_cloned_not_fitted_in_place(data):
     base = fi.KernelImputer()
-    VTImputer(**_configs.TINY, base=base).fit(data)
+    VTImputer(**dict(_configs.TINY, base=base)).fit(data)
     assert not hasattr(base, "grid_")
 
 
@@ -143,7 +149,30 @@ def test_estimator_base_is_cloned_not_fitted_in_place(data):
 )
 def test_bad_base_is_refused(value, error, data):
     with pytest.raises(error, match="base"):
-        VTImputer(**_configs.TINY, base=value).fit(data)
+        VTImputer(**dict(_configs.TINY, base=value)).fit(data)
+
+
+def test_base_that_cannot_be_fitted():
+    # two observations per subject: too sparse for PACE's covariance
+    rng = np.random.default_rng(0)
+    sparse = [(np.sort(rng.uniform(0, 1, 2)), rng.normal(size=2)) for _ in range(6)]
+    with pytest.raises(ValueError, match="too sparse"):
+        fi.PACEImputer().fit(sparse)
+    # asked for by name, the base's failure is an error that names the way out
+    pace = dict(_configs.TINY, base="pace")
+    with pytest.raises(ValueError, match=r"PACEImputer could not.*base=None"):
+        VTImputer(**pace).fit(sparse)
+    # the default says why it trains the network alone, and then does just that
+    auto = {key: value for key, value in _configs.TINY.items() if key != "base"}
+    with pytest.warns(UserWarning, match="base='auto'.*too sparse.*alone"):
+        fallen = VTImputer(**auto).fit(sparse)
+    alone = VTImputer(**_configs.TINY).fit(sparse)
+    assert fallen.base == "auto" and fallen.base_ is None
+    assert fallen.base_weight_ is None and fallen.start_gain_ is None
+    # every held-out subject chose the epoch, as without a base
+    np.testing.assert_array_equal(fallen.split_["selection"], alone.split_["selection"])
+    assert not fallen.split_["comparison"].size
+    np.testing.assert_allclose(fallen.transform(sparse), alone.transform(sparse))
 
 
 def test_base_improves_a_short_training_run(data):
@@ -152,7 +181,7 @@ def test_base_improves_a_short_training_run(data):
     sim = fi.simulate.sand_paper(n=200, n_obs="5-8", random_state=4)
     truth, test = sim.test.truth, sim.test.data
     plain = VTImputer(**_configs.TINY).fit(sim.train.data)
-    based = VTImputer(**_configs.TINY, base="pace").fit(sim.train.data)
+    based = VTImputer(**dict(_configs.TINY, base="pace")).fit(sim.train.data)
 
     def mse(model):
         return np.mean((model.transform(test) - truth) ** 2)

@@ -1,5 +1,7 @@
 """PACE's bands: left-out components, the noise-variance floor, small data."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -104,6 +106,14 @@ def test_one_standard_error_rule_prefers_the_smaller_k_within_noise():
     assert one_standard_error_k(errors, owner) == 2
     errors[:, 2] -= 0.5  # now K=3 is far better
     assert one_standard_error_k(errors, owner) == 3
+
+
+def test_one_standard_error_rule_with_one_validation_subject():
+    # no spread across subjects to measure: the best K, without a warning
+    errors = np.array([[2.0, 1.0, 1.5], [2.0, 0.5, 1.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert one_standard_error_k(errors, np.zeros(2, dtype=int)) == 2
 
 
 def _growth_process():

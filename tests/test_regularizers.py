@@ -208,6 +208,7 @@ def test_positive_weight_lowers_and_negative_weight_raises_the_penalty(make):
 
 TINY = dict(
     **SIZES,
+    base=None,
     max_epochs=6,
     batch_size=16,
     lr=3e-3,

@@ -11,6 +11,7 @@ methods only, so ``import fdaimpute`` does not load it.
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 from sklearn.base import clone
@@ -64,7 +65,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             "encoding_dim": cfg["encoding_dim"],
             "encoding_scale": float(m - 1),
             "norm": self.norm,
-            "base_gate": self.base is not None,
+            "base_gate": self.base_ is not None,
         }
         return {"kind": "vt", "vt": vt}
 
@@ -151,7 +152,12 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         grid = self._grid_tensor(self.model_grid_, device)
         train, valid = self._split(data, rng)
         if not warm:
-            self.base_ = self._fit_base(train, seed)
+            self.base_ = self._fit_base(train, seed, fallback=self.base == "auto")
+            if self.base_ is None:
+                # no base to judge the network against: every held-out
+                # subject chooses the epoch
+                self.split_["selection"] = self.split_["calibration"]
+                self.split_["comparison"] = self.split_["calibration"][:0]
         amp = device.type == "cuda" if self.amp == "auto" else bool(self.amp)
         devices = [device.index or 0] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
@@ -233,15 +239,19 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         }
         return data.take(self.split_["train"]), data.take(held_out)
 
-    def _fit_base(self, train, seed):
-        """The statistical base fitted on the training subjects (or None)."""
+    def _fit_base(self, train, seed, fallback=False):
+        """The statistical base fitted on the training subjects (or None).
+
+        With ``fallback``, a base that cannot be fitted on ``train`` gives
+        None (the network alone) and a warning instead of an error.
+        """
         if self.base is None:
             return None
         if isinstance(self.base, str):
             from fdaimpute.kernel import KernelImputer
             from fdaimpute.pace import PACEImputer
 
-            if self.base == "pace":
+            if self.base in ("auto", "pace"):
                 # an int seed is passed on, so a base kept as it is equals
                 # PACEImputer(random_state=seed) fitted on the same subjects
                 state = self.random_state
@@ -254,7 +264,24 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             base = clone(self.base)
         # validation subjects and the widened model grid may reach beyond
         # the training subjects' range
-        return base.set_params(extrapolate="clip").fit(train)
+        base.set_params(extrapolate="clip")
+        try:
+            return base.fit(train)
+        except ValueError as err:
+            if fallback:
+                warnings.warn(
+                    f"base='auto': {type(base).__name__} could not be fitted on "
+                    f"the {len(train)} training subjects ({err}); the network is "
+                    "trained alone (base_ is None)",
+                    UserWarning,
+                    stacklevel=4,
+                )
+                return None
+            raise ValueError(
+                f"the statistical base {type(base).__name__} could not be fitted "
+                f"on the {len(train)} training subjects ({err}); pass base=None "
+                "to train the network alone"
+            ) from err
 
     def _attach_base(self, module, base=None):
         """Give ``module`` the curves of ``base`` (default: the fitted ``base_``)."""
@@ -393,7 +420,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             seed=seed,
             verbose=self.verbose,
             start_epoch=start_epoch,
-            keep_start=self.base is not None,
+            keep_start=self.base_ is not None,
             **self._trainer_options(),
         )
 

@@ -119,7 +119,11 @@ _POSITIVE_INT = [Interval("int", 1), None]
 VT_CONSTRAINTS = {
     **BaseImputer._param_constraints,
     "preset": [Options(*PRESETS)],
-    "base": [Options("pace", "kernel"), Instance(BaseImputer, "an imputer"), None],
+    "base": [
+        Options("auto", "pace", "kernel"),
+        Instance(BaseImputer, "an imputer"),
+        None,
+    ],
     "d_model": _POSITIVE_INT,
     "n_heads": _POSITIVE_INT,
     "encoder_layers": [Interval("int", 0), None],

@@ -85,7 +85,7 @@ def cross_fit(imputer, data, grid, cfg, regularizers, amp, seed, folds, device):
         torch.manual_seed(seed + 101 * (j + 1))
         module = imputer._build_module(imputer.module_config_).to(device)
         imputer._after_build(module, grid)
-        if imputer.base is not None:
+        if imputer.base_ is not None:
             imputer._attach_base(module, imputer._fit_base(train, seed))
         if last >= 0:
             # the same schedule as the imputer's network, stopped at the

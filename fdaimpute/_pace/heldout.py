@@ -168,6 +168,10 @@ def one_standard_error_k(errors, owner):
     per_subject = np.zeros((n_subjects, errors.shape[1]))
     np.add.at(per_subject, owner, np.where(np.isfinite(errors), errors, 0.0))
     diff = per_subject - per_subject[:, [best]]
-    se = np.sqrt(n_subjects) * diff.std(axis=0, ddof=1) / errors.shape[0]
+    if n_subjects > 1:
+        se = np.sqrt(n_subjects) * diff.std(axis=0, ddof=1) / errors.shape[0]
+    else:
+        # one validation subject: no spread to measure, so the best K
+        se = np.zeros(errors.shape[1])
     within = np.isfinite(mse) & (mse - mse[best] <= se)
     return int(np.flatnonzero(within)[0]) + 1
