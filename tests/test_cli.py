@@ -112,6 +112,14 @@ def test_demo_prints_table_and_saves_png(tmp_path, capsys):
     assert png.stat().st_size > 10_000
 
 
+def test_demo_says_what_a_neural_imputer_kept(tmp_path, capsys):
+    png = tmp_path / "demo.png"
+    assert main(["demo", "--n", "200", "--methods", "vt", "--out", str(png)]) == 0
+    text = capsys.readouterr().out
+    assert "vt: 30 epochs" in text
+    assert ("vt: returns PACE's curves" in text) != ("vt: kept its network" in text)
+
+
 def test_help_lists_commands(capsys):
     assert main([]) == 1
     text = capsys.readouterr().out
