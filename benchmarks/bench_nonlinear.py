@@ -32,6 +32,11 @@ The statistical methods at the issue's size, in their own section::
     python benchmarks/bench_nonlinear.py --n 10000 --methods oracle mean pace \
         kernel bayes --section nonlinear-statistical --write
 
+A wider network (``--width``; its rows are saved under their own names)::
+
+    python benchmarks/bench_nonlinear.py --n 10000 --epochs 135 --width 64 \
+        --process phase --sparsity 8-12 --methods oracle pace sand+base bayes
+
 Without the neural imputers (seconds)::
 
     python benchmarks/bench_nonlinear.py --methods oracle mean pace kernel bayes
@@ -90,6 +95,8 @@ def _neural_params(args, n_fit):
     params = {"validation_fraction": round(0.05 * n_fit) / n_fit, "random_state": 0}
     if args.epochs is not None:
         params["max_epochs"] = args.epochs
+    if args.width is not None:
+        params.update(d_model=args.width, dim_feedforward=2 * args.width)
     return params
 
 
@@ -205,6 +212,12 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=10_000, help="subjects")
     parser.add_argument("--epochs", type=int, default=None, help="VT/SAND max_epochs")
     parser.add_argument(
+        "--width",
+        type=int,
+        default=None,
+        help="VT/SAND d_model (feed-forward twice as wide); default: the preset's",
+    )
+    parser.add_argument(
         "--test-share",
         type=float,
         default=0.05,
@@ -235,6 +248,8 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown methods or processes: {unknown}")
     prefix = f"n{args.n}_t{args.test_share:g}_e{args.epochs or 'default'}"
+    if args.width is not None:
+        prefix += f"_w{args.width}"
     stem = f"{prefix}_{'+'.join(args.process)}"
     rows = []
     if not args.from_saved:
@@ -267,6 +282,8 @@ def main(argv=None):
 def _body(args, prefix, table):
     n_test = round(args.test_share * args.n)
     epochs = f", max_epochs={args.epochs}" if args.epochs else ""
+    if args.width is not None:
+        epochs += f", d_model={args.width}, dim_feedforward={2 * args.width}"
     return f"""
 The processes of `fi.simulate.phase_variation` (two Gaussian bumps whose places move by
 up to 0.12) and `fi.simulate.time_warping` (a two-peak template under a random monotone
