@@ -97,6 +97,8 @@ def _neural_params(args, n_fit):
         params["max_epochs"] = args.epochs
     if args.width is not None:
         params.update(d_model=args.width, dim_feedforward=2 * args.width)
+    if args.visible_weight is not None:
+        params["visible_weight"] = args.visible_weight
     return params
 
 
@@ -218,6 +220,13 @@ def main(argv=None):
         help="VT/SAND d_model (feed-forward twice as wide); default: the preset's",
     )
     parser.add_argument(
+        "--visible-weight",
+        type=float,
+        default=None,
+        help="VT/SAND visible_weight (loss weight of the points the encoder sees); "
+        "default: the preset's",
+    )
+    parser.add_argument(
         "--test-share",
         type=float,
         default=0.05,
@@ -250,6 +259,8 @@ def main(argv=None):
     prefix = f"n{args.n}_t{args.test_share:g}_e{args.epochs or 'default'}"
     if args.width is not None:
         prefix += f"_w{args.width}"
+    if args.visible_weight is not None:
+        prefix += f"_vw{args.visible_weight:g}"
     stem = f"{prefix}_{'+'.join(args.process)}"
     rows = []
     if not args.from_saved:
@@ -284,6 +295,8 @@ def _body(args, prefix, table):
     epochs = f", max_epochs={args.epochs}" if args.epochs else ""
     if args.width is not None:
         epochs += f", d_model={args.width}, dim_feedforward={2 * args.width}"
+    if args.visible_weight is not None:
+        epochs += f", visible_weight={args.visible_weight:g}"
     return f"""
 The processes of `fi.simulate.phase_variation` (two Gaussian bumps whose places move by
 up to 0.12) and `fi.simulate.time_warping` (a two-peak template under a random monotone

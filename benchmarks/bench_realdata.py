@@ -17,6 +17,7 @@ Usage::
     python benchmarks/bench_realdata.py --datasets framingham --epochs 40
     python benchmarks/bench_realdata.py --n-subjects 250 --save-rows a.json
     python benchmarks/bench_realdata.py --load-rows a.json b.json --write
+    python benchmarks/bench_realdata.py --load-rows c.json --section other --write
 """
 
 from __future__ import annotations
@@ -161,6 +162,9 @@ def main(argv=None):
     parser.add_argument("--save-rows", dest="save_rows")
     parser.add_argument("--load-rows", dest="load_rows", nargs="+")
     parser.add_argument("--write", action="store_true")
+    parser.add_argument(
+        "--section", default="realdata", help="section of docs/benchmarks.md"
+    )
     args = parser.parse_args(argv)
     if args.threads:
         import torch
@@ -200,7 +204,10 @@ def main(argv=None):
             "splits; `kept base`: splits where the base option kept PACE "
             f"unchanged. Runs:\n\n{runs_text}\n\n{table}\n"
         )
-        write_section("realdata", "Real data: held-out observations", body)
+        title = "Real data: held-out observations"
+        if args.section != "realdata":
+            title += f" ({args.section})"
+        write_section(args.section, title, body)
 
 
 if __name__ == "__main__":

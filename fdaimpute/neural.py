@@ -33,7 +33,8 @@ class VTImputer(_NeuralImputer):
     curve on the grid. Training is self-supervised: in each batch every
     subject hides 1 to half of its points from the encoder (a random subset
     or a contiguous run) and the loss is the mean squared error at all its
-    points. Values are standardised and times mapped to [0, 1] inside.
+    points, the visible ones weighted by ``visible_weight``. Values are
+    standardised and times mapped to [0, 1] inside.
 
     Parameters
     ----------{COMMON_PARAMS_DOC}
@@ -101,6 +102,7 @@ class VTImputer(_NeuralImputer):
         lr=None,
         lr_schedule=None,
         patience=None,
+        visible_weight=None,
         validation_fraction=0.1,
         calibration_folds="auto",
         clip_grad=1.0,
@@ -130,6 +132,7 @@ class VTImputer(_NeuralImputer):
         self.lr = lr
         self.lr_schedule = lr_schedule
         self.patience = patience
+        self.visible_weight = visible_weight
         self.validation_fraction = validation_fraction
         self.calibration_folds = calibration_folds
         self.clip_grad = clip_grad
@@ -153,10 +156,11 @@ class SANDImputer(_NeuralImputer):
     attention to a derivative ``D~`` and integrates it (cumulative
     trapezoidal rule) from ``T~_1``. The output is continuously
     differentiable with derivative ``D~``. Training minimises the mean
-    squared error of ``T~`` and of SAND's curve at all observed points,
-    with ``T~`` detached as SAND's input (so the transformer learns from
-    its own term only); the kept epoch is the one where SAND best predicts
-    held-out points of validation subjects.
+    squared error of ``T~`` and of SAND's curve at all observed points
+    (the visible ones weighted by ``visible_weight``), with ``T~``
+    detached as SAND's input (so the transformer learns from its own term
+    only); the kept epoch is the one where SAND best predicts held-out
+    points of validation subjects.
 
     Parameters
     ----------{COMMON_PARAMS_DOC}
@@ -306,6 +310,7 @@ class SANDImputer(_NeuralImputer):
         lr=None,
         lr_schedule=None,
         patience=None,
+        visible_weight=None,
         validation_fraction=0.1,
         calibration_folds="auto",
         clip_grad=1.0,
@@ -341,6 +346,7 @@ class SANDImputer(_NeuralImputer):
         self.lr = lr
         self.lr_schedule = lr_schedule
         self.patience = patience
+        self.visible_weight = visible_weight
         self.validation_fraction = validation_fraction
         self.calibration_folds = calibration_folds
         self.clip_grad = clip_grad

@@ -266,6 +266,18 @@ def test_presets_and_explicit_overrides():
     assert cfg["encoder_layers"] == cfg["decoder_layers"] == 6
     assert cfg["n_heads"] == 2 and cfg["dropout"] == 0.15
     assert PRESETS["cpu"]["max_epochs"] < PRESETS["paper"]["max_epochs"]
+    # the paper scores all points alike
+    assert cfg["visible_weight"] == 1.0
+
+
+def test_visible_weight_changes_what_the_network_learns(sim):
+    fits = {
+        w: VTImputer(**TINY, visible_weight=w).fit(sim.train.data) for w in (0.0, 1.0)
+    }
+    assert [fits[w].config_["visible_weight"] for w in (0.0, 1.0)] == [0.0, 1.0]
+    a, b = (fits[w].transform(sim.test.data) for w in (0.0, 1.0))
+    assert not np.allclose(a, b, atol=1e-4)
+    assert np.isfinite(a).all()
 
 
 @pytest.mark.parametrize(
@@ -282,6 +294,7 @@ def test_presets_and_explicit_overrides():
         ({"device": "tpu9"}, ValueError, "device"),
         ({"anchors": "left"}, ValueError, "anchors"),
         ({"sand_lr": 0.0}, ValueError, "sand_lr"),
+        ({"visible_weight": 1.5}, ValueError, "visible_weight"),
         ({"sand_init": "zeros"}, ValueError, "sand_init"),
         ({"regularizers": ["roughness"]}, TypeError, "penalty"),
         ({"batch_size": 2.5}, TypeError, "batch_size"),

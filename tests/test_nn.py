@@ -2,6 +2,7 @@
 
 import math
 import warnings
+from dataclasses import replace
 
 import _configs
 import pytest
@@ -362,6 +363,35 @@ def test_tiny_dataset_is_overfit():
     # standardised-scale values of variance ~0.5; the loss includes hidden points
     assert losses[0] > 0.2
     assert losses[-1] < 0.01
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.3, 1.0])
+def test_loss_weighs_visible_points_by_visible_weight(weight):
+    torch.manual_seed(0)
+    data = ragged(n=5, lo=4, hi=6)
+    grid = torch.linspace(0, 1, 21)
+    vt = VTModule(**TINY)
+    trainer = Trainer(vt, grid, visible_weight=weight)
+    batch = data.batch(torch.arange(5))
+    batch.visible = trainer.visible_mask(batch)
+    hidden = batch.valid & ~batch.visible
+    assert hidden.any() and batch.visible.any()
+    with torch.no_grad():
+        out = vt(batch.times, batch.values, batch.visible, grid)
+        loss, parts = trainer.compute_loss(out, batch)
+        pred = trainer.read(out, batch)
+    err = (pred - batch.values).pow(2)
+    expected = (err[hidden].sum() + weight * err[batch.visible].sum()) / (
+        hidden.sum() + weight * batch.visible.sum()
+    )
+    torch.testing.assert_close(parts["vt"], expected)
+    if weight == 0:
+        # the targets at points the encoder saw do not enter the loss
+        shifted = batch.values.clone()
+        shifted[batch.visible] += 5.0
+        with torch.no_grad():
+            same = trainer.compute_loss(out, replace(batch, values=shifted))[0]
+        torch.testing.assert_close(same, loss)
 
 
 def test_roughness_penalty_smooths_the_fitted_curve():

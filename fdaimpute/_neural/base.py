@@ -41,6 +41,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
     norm = "layer"
     #: What models saved before ``calibration_folds`` existed used.
     calibration_folds = None
+    #: What models saved before ``visible_weight`` existed were trained with.
+    visible_weight = 1.0
 
     # ------------------------------------------------------------------ #
     # hooks
@@ -415,6 +417,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             patience=cfg["patience"],
             clip_grad=self.clip_grad,
             regularizers=regularizers,
+            visible_weight=cfg["visible_weight"],
             anchors=self._anchor_rule(),
             amp=amp,
             seed=seed,

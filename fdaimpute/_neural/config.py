@@ -31,6 +31,7 @@ PRESETS = {
         "lr": 1e-3,
         "lr_schedule": "cosine",
         "patience": None,
+        "visible_weight": 0.2,
         "sand_heads": 2,
         "sand_head_dim": 64,
         "sand_encoding_dim": 120,
@@ -50,6 +51,7 @@ PRESETS = {
         "lr": 3e-4,
         "lr_schedule": "constant",
         "patience": 500,
+        "visible_weight": 1.0,
         "sand_heads": 2,
         "sand_head_dim": 64,
         "sand_encoding_dim": 120,
@@ -71,6 +73,7 @@ SIZE_PARAMS = (
     "lr",
     "lr_schedule",
     "patience",
+    "visible_weight",
 )
 SAND_PARAMS = ("sand_heads", "sand_head_dim", "sand_encoding_dim")
 
@@ -137,6 +140,7 @@ VT_CONSTRAINTS = {
     "lr": [Interval("real", 0, closed="neither"), None],
     "lr_schedule": [Options("cosine", "constant"), None],
     "patience": _POSITIVE_INT,
+    "visible_weight": [Interval("real", 0, 1, closed="both"), None],
     "validation_fraction": [Interval("real", 0, 1, closed="left"), Options("auto")],
     "calibration_folds": [Interval("int", 2), Options("auto"), None],
     "clip_grad": [Interval("real", 0, closed="neither"), None],

@@ -83,6 +83,14 @@ COMMON_PARAMS_DOC = """
         Stop after this many epochs without a better validation error (the
         CPU preset runs all epochs, as the cosine schedule improves most at
         the end; the best epoch is kept either way).
+    visible_weight : float in [0, 1], default=None
+        Weight in the training loss of the points the encoder is shown,
+        relative to the points hidden from it (training hides 1 to half of
+        each subject's points and scores the curve at all of them). ``1``
+        scores all alike, as the SAND paper does (the ``"paper"`` preset);
+        a network scored at points it sees learns in part to reproduce
+        their noise. The CPU preset's ``0.2`` is measured against 1 and 0 in
+        ``docs/benchmarks.md`` (section ``visible-weight``).
     validation_fraction : float or "auto", default=0.1
         Share of the training subjects held out (``split_``) to choose the
         epoch whose weights are kept (about a third of their points, 1 to
@@ -174,7 +182,8 @@ COMMON_ATTRS_DOC = """
         The settings used: every size and training parameter (``d_model``,
         ``n_heads``, ``encoder_layers``, ``decoder_layers``,
         ``dim_feedforward``, ``dropout``, ``encoding_dim``, ``max_epochs``,
-        ``batch_size``, ``lr``, ``lr_schedule``, ``patience``, SAND's
+        ``batch_size``, ``lr``, ``lr_schedule``, ``patience``,
+        ``visible_weight``, SAND's
         ``sand_*``) resolved from ``preset`` and the explicit parameters,
         and ``validation_fraction``.
     split_ : dict of ndarray

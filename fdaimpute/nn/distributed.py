@@ -75,10 +75,10 @@ def mean_over_ranks(value, device, size):
 def observation_weight(count, device, size):
     """``size * count / total``: the factor of this rank's mean loss.
 
-    ``count`` is the number of observations this rank's loss averages over
-    and ``total`` their sum over the ranks. With the factor, DDP's average of
-    the ranks' gradients is the gradient of the mean over all ``total``
-    observations. 1 with one rank.
+    ``count`` is the number (or total weight) of the observations this
+    rank's loss averages over and ``total`` its sum over the ranks. With the
+    factor, DDP's average of the ranks' gradients is the gradient of the
+    mean over all ``total`` observations. 1 with one rank.
     """
     if size == 1:
         return 1.0

@@ -33,9 +33,9 @@ from fdaimpute.nn.validation import held_out_error
 __all__ = ["Trainer", "predict_curves", "read_at"]
 
 
-def _masked_mse(pred, target, mask):
-    diff = torch.where(mask, pred - target, 0.0)
-    return diff.pow(2).sum() / mask.sum().clamp(min=1)
+def _weighted_mse(pred, target, weight):
+    diff = torch.where(weight > 0, pred - target, 0.0)
+    return (weight * diff.pow(2)).sum() / weight.sum().clamp(min=1e-12)
 
 
 class Trainer:
@@ -67,6 +67,12 @@ class Trainer:
         separately).
     regularizers : list, default=()
         Penalties (see :mod:`fdaimpute.nn.regularizers`).
+    visible_weight : float, default=1.0
+        Weight in the data loss of the points the encoder sees, relative to
+        the points hidden from it (:meth:`point_weights`). ``1`` scores all
+        points alike, as the SAND paper does; below 1 the loss rewards less
+        the reproduction of noise at points the network is shown, and more
+        the prediction of points it is not.
     anchors : {None, "mean", "two-sided"}, default=None
         SAND's integration constant (see :class:`~fdaimpute.nn.SANDLayer`).
     amp : bool, default=False
@@ -156,6 +162,7 @@ class Trainer:
         patience=None,
         clip_grad=1.0,
         regularizers=(),
+        visible_weight=1.0,
         anchors=None,
         amp=False,
         bucket=16,
@@ -177,6 +184,7 @@ class Trainer:
         self.clip_grad = clip_grad
         self.regularizers = list(regularizers)
         self.reg_names = regularizer_names(self.regularizers)
+        self.visible_weight = float(visible_weight)
         self.anchors = anchors
         self.device = grid.device
         self.amp = bool(amp) and self.device.type == "cuda"
@@ -253,9 +261,21 @@ class Trainer:
         """Which observations of a training batch the encoder sees.
 
         Each subject hides 1 to half of its points
-        (:func:`~fdaimpute.nn.hide_observations`); the loss scores all.
+        (:func:`~fdaimpute.nn.hide_observations`); the loss scores all
+        (:meth:`point_weights`).
         """
         return batch.valid & ~hide_observations(batch.valid, self.generator)
+
+    def point_weights(self, batch):
+        """Weights of a training batch's points in the data loss, (B, L).
+
+        1 at the points hidden from the encoder, ``visible_weight`` at those
+        it sees, 0 at padding.
+        """
+        weight = batch.valid.to(batch.values.dtype)
+        if self.visible_weight != 1:
+            weight = torch.where(batch.visible, self.visible_weight * weight, weight)
+        return weight
 
     def read(self, out, batch):
         """The prediction of ``out`` at ``batch.times``, (B, L): SAND's or VT's curve.
@@ -266,8 +286,9 @@ class Trainer:
         return vt if sand is None else sand
 
     def compute_loss(self, out, batch):
-        """Data loss: MSE of VT (and SAND) at all observed points.
+        """Data loss: MSE of VT (and SAND) at the observed points.
 
+        Each point counts with its :meth:`point_weights`.
         Returns the total and a dict of its parts. VT and SAND terms are
         summed; SAND's input is detached, so each part of the network learns
         from its own term only. With a statistical base, the network's own
@@ -280,11 +301,12 @@ class Trainer:
         outputs = [("", out)]
         if out.network is not None:
             outputs.append(("network ", out.network))
+        weight = self.point_weights(batch)
         for prefix, output in outputs:
             vt, sand = read_at(output, self.grid, batch.times, self.anchors)
-            parts[prefix + "vt"] = _masked_mse(vt, batch.values, batch.valid)
+            parts[prefix + "vt"] = _weighted_mse(vt, batch.values, weight)
             if sand is not None:
-                parts[prefix + "sand"] = _masked_mse(sand, batch.values, batch.valid)
+                parts[prefix + "sand"] = _weighted_mse(sand, batch.values, weight)
         return sum(parts.values()), parts
 
     def context(self, out, batch):
@@ -315,9 +337,8 @@ class Trainer:
         loss, _ = self.compute_loss(out, batch)
         total = loss
         if self.world_size > 1:
-            count = int(batch.valid.sum())
             total = total * distributed.observation_weight(
-                count, self.device, self.world_size
+                float(self.point_weights(batch).sum()), self.device, self.world_size
             )
         penalties = []
         if self.regularizers:
