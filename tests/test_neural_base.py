@@ -252,3 +252,51 @@ def test_auto_validation_holds_out_the_share(data):
     model = VTImputer(**_configs.TINY, validation_fraction="auto").fit(data)
     assert len(model.split_["selection"]) == round(0.3 * len(data))
     assert model.config_["validation_fraction"] == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("share, expected", [(-0.5, 0.0), (0.4, 0.4), (1.5, 1.0)])
+def test_base_weight_is_refitted_on_held_out_points(share, expected):
+    from fdaimpute.nn import RaggedTensors, Trainer, VTModule
+    from fdaimpute.nn.validation import (
+        held_out_error,
+        held_out_residuals,
+        hide_validation_observations,
+    )
+
+    torch.manual_seed(0)
+    grid = torch.linspace(0, 1, 21)
+    module = VTModule(**_configs.TINY_SIZES, base_gate=True).eval()
+    module.base_curves = lambda t, y, mask, g: (0.3 - g + 0 * t[:, :1], None)
+    gen = torch.Generator().manual_seed(1)
+    counts = torch.randint(4, 7, (30,), generator=gen)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
+    times = torch.cat([torch.rand(int(c), generator=gen).sort().values for c in counts])
+    data = RaggedTensors(times, torch.randn(times.shape[0], generator=gen), offsets)
+    hidden = hide_validation_observations(data, seed=2)
+    trainer = Trainer(module, grid)
+
+    def residuals(weight):
+        module.base_gate.data.fill_(weight)
+        return held_out_residuals(trainer.forward, data, hidden, grid)
+
+    # the encoder never sees the hidden values: setting them to a mix of the
+    # base's and the network's predictions there leaves both unchanged
+    held = data.values[hidden]
+    base, own = residuals(0.0) + held, residuals(1.0) + held
+    noise = 0.01 * torch.randn(held.shape[0], generator=gen)
+    data.values[hidden] = base + share * (own - base) + noise
+    module.base_gate.data.fill_(0.7)
+    trainer.best_state = trainer._state_copy()
+    trainer._fit_base_weight(data, hidden)
+    weight = float(module.base_gate.detach())
+    assert weight == pytest.approx(expected, abs=0.02)
+    assert float(trainer.best_state["base_gate"]) == weight
+    # no weight in [0, 1] predicts the hidden points better
+    errors = []
+    for other in np.linspace(0, 1, 101):
+        module.base_gate.data.fill_(float(other))
+        errors.append(held_out_error(trainer.forward, data, hidden, grid))
+    assert trainer.best_loss <= min(errors) + 1e-7
+    assert trainer.best_loss == pytest.approx(
+        float(residuals(weight).double().pow(2).mean()), rel=1e-5
+    )
