@@ -28,7 +28,7 @@ from fdaimpute.nn.batching import hide_observations, shuffled_batches
 from fdaimpute.nn.inference import predict_curves, read_at
 from fdaimpute.nn.optim import make_adam, make_schedule
 from fdaimpute.nn.regularizers import RegularizerContext, regularizer_names
-from fdaimpute.nn.validation import held_out_error, held_out_residuals
+from fdaimpute.nn.validation import held_out_error
 
 __all__ = ["Trainer", "predict_curves", "read_at"]
 
@@ -450,8 +450,6 @@ class Trainer:
             if bar is not None:
                 bar.close()
         if self.start_state is not None and self.best_epoch >= self.start_epoch:
-            if hasattr(self.module, "base_gate"):
-                self._fit_base_weight(valid, valid_hidden)
             if check is None:
                 check, check_hidden = valid, valid_hidden
             self._check_gain(check, check_hidden)
@@ -459,42 +457,6 @@ class Trainer:
             self.module.load_state_dict(self.best_state)
         self.module.eval()
         return self
-
-    @torch.no_grad()
-    def _fit_base_weight(self, valid, hidden):
-        """Set the best state's base weight by least squares on held-out points.
-
-        At any point the output is linear in the weight ``g`` of the
-        network's curve: ``b + g (f - b)``. Training moves ``g`` with the
-        training loss, which also scores the points the encoder sees; here
-        it is set to the weight that best predicts the hidden points of the
-        validation subjects, clipped to [0, 1], from the errors of the base
-        (``g = 0``) and of the network alone (``g = 1``).
-        """
-        self.module.load_state_dict(self.best_state)
-        self.module.eval()
-        gate = self.module.base_gate
-        errors = []
-        for weight in (0.0, 1.0):
-            gate.fill_(weight)
-            residuals = held_out_residuals(
-                self.forward,
-                valid,
-                hidden,
-                self.grid,
-                self.anchors,
-                self.batch_size,
-                read=self.read,
-            )
-            errors.append(residuals.double())
-        base, own = errors
-        step = own - base
-        size = step.pow(2).sum()
-        weight = 0.0 if size == 0 else float((-(base * step).sum() / size).clamp(0, 1))
-        weight = distributed.mean_over_ranks(weight, self.device, self.world_size)
-        gate.fill_(weight)
-        self.best_state = self._state_copy()
-        self.best_loss = float((base + weight * step).pow(2).mean())
 
     def _check_gain(self, valid, hidden):
         """Go back to the start unless the best epoch beat it clearly."""

@@ -19,7 +19,6 @@ from fdaimpute.nn.inference import read_at
 
 __all__ = [
     "held_out_error",
-    "held_out_residuals",
     "hidden_in_batch",
     "hide_validation_observations",
     "paired_gain",
@@ -143,24 +142,6 @@ def held_out_error(
         total += float(err.pow(2).sum())
         count += int(held.sum())
     return total / max(count, 1)
-
-
-@torch.no_grad()
-def held_out_residuals(
-    forward, data, hidden, grid, anchors=None, batch_size=512, *, read=None
-):
-    """The output's errors at the hidden validation points, in a fixed order.
-
-    Arguments as for :func:`held_out_error`.
-
-    Returns
-    -------
-    Tensor of shape (n_hidden,)
-        Prediction minus value at each hidden point, subject by subject in
-        the order of ``data``; the same order for any module.
-    """
-    batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read)
-    return torch.cat([err[held] for _, held, err in batches])
 
 
 @torch.no_grad()
