@@ -128,7 +128,8 @@ class CNPImputer(_NeuralImputer):
     config_ : dict
         The settings used (``hidden_dim``, ``n_layers``, ``r_dim``,
         ``max_epochs``, ``batch_size``, ``lr``, ``lr_schedule``,
-        ``patience``, ``validation_fraction``).
+        ``patience``, ``validation_fraction``, and ``visible_weight``,
+        always 1: the likelihood scores context and target points alike).
     split_ : dict of ndarray
         Positions among the training subjects of the ``"train"`` subjects
         and of the held-out ones (``"selection"``, also under
@@ -256,6 +257,8 @@ class CNPImputer(_NeuralImputer):
         cfg = {name: getattr(self, name) for name in names}
         cfg["lr_schedule"] = self.lr_schedule
         cfg["patience"] = self.patience
+        # a neural process scores its targets, context points among them, alike
+        cfg["visible_weight"] = 1.0
         return cfg
 
     def _module_config(self, cfg, m):
