@@ -252,3 +252,45 @@ def test_auto_validation_holds_out_the_share(data):
     model = VTImputer(**_configs.TINY, validation_fraction="auto").fit(data)
     assert len(model.split_["selection"]) == round(0.3 * len(data))
     assert model.config_["validation_fraction"] == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("kind", ["vt", "sand"])
+def test_mixed_output_trains_the_gate_and_the_network_learns_its_own_curve(kind):
+    from fdaimpute.nn import SANDLayer, SANDModule, VTModule
+
+    torch.manual_seed(0)
+    grid = torch.linspace(0, 1, 11)
+    vt = VTModule(**_configs.TINY_SIZES, base_gate=True)
+    module = vt
+    if kind == "sand":
+        module = SANDModule(vt, SANDLayer(head_dim=8, encoding_dim=8), base_gate=True)
+    t = torch.rand(3, 5).sort(dim=1).values
+    y = torch.randn(3, 5)
+    base = (torch.zeros(3, 11), torch.zeros(3, 11))
+    with torch.no_grad():
+        for gate in (
+            p for n, p in module.named_parameters() if n.endswith("base_gate")
+        ):
+            gate.fill_(0.5)
+    out = module(t, y, torch.ones(3, 5, dtype=torch.bool), grid, base=base)
+    out.output.pow(2).sum().backward()
+    grads = {n: p.grad for n, p in module.named_parameters()}
+    # a loss on the mix reaches the output's gate only
+    gate = "base_gate"
+    assert grads[gate] is not None and float(grads[gate].abs()) > 0
+    others = [g for n, g in grads.items() if n != gate]
+    assert all(g is None or not g.any() for g in others)
+    module.zero_grad()
+    out = module(t, y, torch.ones(3, 5, dtype=torch.bool), grid, base=base)
+    out.network.output.pow(2).sum().backward()
+    # a loss on the network's own curve trains the network, not the gates
+    assert all(
+        p.grad is None or not p.grad.any()
+        for n, p in module.named_parameters()
+        if n.endswith("base_gate")
+    )
+    assert any(
+        p.grad is not None and p.grad.any()
+        for n, p in module.named_parameters()
+        if not n.endswith("base_gate")
+    )
