@@ -37,9 +37,7 @@ class SANDModule(nn.Module):
         and the output mixes SAND's curve ``S`` and derivative ``D`` with
         the base's ``b`` and ``b'`` through SAND's gate ``g``:
         ``b + g * (S - b)`` and ``b' + g * (D - b')``. The output is the
-        base while ``g = 0`` and stays C1 whenever the base is. ``S`` and
-        ``D`` enter the mix detached: a loss on the output trains ``g``
-        alone, and SAND learns from a loss on its own curve (``network``).
+        base while ``g = 0`` and stays C1 whenever the base is.
 
     Examples
     --------
@@ -143,8 +141,8 @@ class SANDModule(nn.Module):
         network = replace(out.network, sand=smooth, derivative=deriv)
         return replace(
             out,
-            sand=base[0] + gate * (smooth.detach() - base[0]),
-            derivative=base[1] + gate * (deriv.detach() - base[1]),
+            sand=base[0] + gate * (smooth - base[0]),
+            derivative=base[1] + gate * (deriv - base[1]),
             network=network,
         )
 

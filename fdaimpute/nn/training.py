@@ -293,8 +293,9 @@ class Trainer:
         summed; SAND's input is detached, so each part of the network learns
         from its own term only. With a statistical base, the network's own
         curves (before the gates mix them with the base's) are scored too,
-        as ``network`` terms, and the network learns from these alone: its
-        curves enter the mix detached, so the mixed terms train the gates.
+        as ``network`` terms: the gates start at zero, and without these
+        terms the network would learn only the small, noisy remainder the
+        base leaves.
         """
         parts = {}
         outputs = [("", out)]
@@ -309,13 +310,7 @@ class Trainer:
         return sum(parts.values()), parts
 
     def context(self, out, batch):
-        """The :class:`RegularizerContext` of a training step.
-
-        With a base, the penalties see the network's own curves, the ones
-        it learns (the mix with the base only trains the gates).
-        """
-        own = getattr(out, "network", None)
-        own = out if own is None else own
+        """The :class:`RegularizerContext` of a training step."""
         return RegularizerContext(
             module=self.module,
             epoch=self.epoch,
@@ -324,9 +319,9 @@ class Trainer:
             mask=batch.visible,
             embedding=out.embedding,
             grid=self.grid,
-            curve=own.output,
-            vt_curve=own.curve,
-            derivative=own.derivative,
+            curve=out.output,
+            vt_curve=out.curve,
+            derivative=out.derivative,
             hidden=out.hidden or {},
         )
 

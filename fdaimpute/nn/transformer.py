@@ -199,11 +199,8 @@ class VTModule(nn.Module):
         ``base_curves(t, y, mask, grid)`` on what the encoder sees, it
         returns the base's curve and derivative on the grid (standardised).
         The output is then ``base + g * (network - base)`` with ``g`` the
-        ``base_gate`` parameter: the base itself while ``g = 0``. The
-        network's curve enters the mix detached, so a loss on the output
-        trains ``g`` alone and the network learns from a loss on its own
-        curve (``network`` in the output). It is not part of the state
-        dict: set it again after loading weights.
+        ``base_gate`` parameter: the base itself while ``g = 0``. It is not
+        part of the state dict: set it again after loading weights.
 
     Notes
     -----
@@ -378,6 +375,5 @@ class VTModule(nn.Module):
         hidden = hidden if return_hidden else None
         if base is None:
             return ModuleOutput(curve, emb, hidden=hidden)
-        # the network learns from its own curve's loss; the mix trains the gate
-        mixed = base[0] + self.base_gate * (curve.detach() - base[0])
+        mixed = base[0] + self.base_gate * (curve - base[0])
         return ModuleOutput(mixed, emb, hidden=hidden, network=ModuleOutput(curve, emb))
