@@ -11,6 +11,13 @@ true mean, covariance and noise variance: what PACE estimates). The
 from the true process, :func:`fdaimpute.oracle.posterior_mean`): how far
 below 1 a method could go.
 
+``--weight-sweep`` also scores each +base fit with its mix weight (the
+weight of the network's curve against the base's) set to 0, 0.25, ..., 1::
+
+    python benchmarks/bench_nonlinear.py --n 10000 --epochs 135 \
+        --visible-weight 0.2 --process phase --sparsity 8-12 \
+        --methods oracle sand+base --weight-sweep
+
 Methods are built by the factories in ``METHODS`` (name -> function of the
 simulation and the command-line arguments returning an object with
 ``fit``/``transform``); add a row by adding an entry.
@@ -139,6 +146,21 @@ ALIASES = {
 }
 
 
+def _weight_sweep(est, test, truth, weights=(0.0, 0.25, 0.5, 0.75, 0.9, 1.0)):
+    """Test MSE of a fitted +base imputer, its mix weight set to each of ``weights``."""
+    import torch
+
+    gate = est.module_.base_gate
+    kept = float(gate.detach())
+    out = {}
+    with torch.no_grad():
+        for weight in weights:
+            gate.fill_(weight)
+            out[f"{weight:g}"] = fi.metrics.summarize(truth, est.transform(test))["mse"]
+        gate.fill_(kept)
+    return out
+
+
 def run_one(name, sparsity, args):
     share = args.test_share
     sim = PROCESSES[name](
@@ -170,6 +192,8 @@ def run_one(name, sparsity, args):
             rows[-1]["start gain"] = [float(v) for v in gain]
         if getattr(est, "base_weight_", None) is not None:
             rows[-1]["base weight"] = est.base_weight_
+            if args.weight_sweep:
+                rows[-1]["MSE at weight"] = _weight_sweep(est, test, truth)
     lin = rows[0]["mse"]
     for row in rows:
         row["MSE / linear oracle"] = row["mse"] / lin
@@ -227,6 +251,12 @@ def main(argv=None):
         "default: the preset's",
     )
     parser.add_argument(
+        "--weight-sweep",
+        action="store_true",
+        help="also score +base fits with their mix weight set to 0, 0.25, ..., 1 "
+        "(rows saved under a stem ending in _sweep)",
+    )
+    parser.add_argument(
         "--test-share",
         type=float,
         default=0.05,
@@ -261,6 +291,8 @@ def main(argv=None):
         prefix += f"_w{args.width}"
     if args.visible_weight is not None:
         prefix += f"_vw{args.visible_weight:g}"
+    if args.weight_sweep:
+        prefix += "_sweep"
     stem = f"{prefix}_{'+'.join(args.process)}"
     rows = []
     if not args.from_saved:
