@@ -161,6 +161,20 @@ def _weight_sweep(est, test, truth, weights=(0.0, 0.25, 0.5, 0.75, 0.9, 1.0)):
     return out
 
 
+def results_prefix(
+    n, test_share, epochs, width=None, visible_weight=None, weight_sweep=False
+):
+    """The start of the saved rows' file names of a run with these options."""
+    prefix = f"n{n}_t{test_share:g}_e{epochs or 'default'}"
+    if width is not None:
+        prefix += f"_w{width}"
+    if visible_weight is not None:
+        prefix += f"_vw{visible_weight:g}"
+    if weight_sweep:
+        prefix += "_sweep"
+    return prefix
+
+
 def run_one(name, sparsity, args):
     share = args.test_share
     sim = PROCESSES[name](
@@ -286,13 +300,14 @@ def main(argv=None):
     ]
     if unknown:
         parser.error(f"unknown methods or processes: {unknown}")
-    prefix = f"n{args.n}_t{args.test_share:g}_e{args.epochs or 'default'}"
-    if args.width is not None:
-        prefix += f"_w{args.width}"
-    if args.visible_weight is not None:
-        prefix += f"_vw{args.visible_weight:g}"
-    if args.weight_sweep:
-        prefix += "_sweep"
+    prefix = results_prefix(
+        args.n,
+        args.test_share,
+        args.epochs,
+        args.width,
+        args.visible_weight,
+        args.weight_sweep,
+    )
     stem = f"{prefix}_{'+'.join(args.process)}"
     rows = []
     if not args.from_saved:

@@ -32,11 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_nonlinear  # noqa: E402
 from _report import markdown_table, write_section  # noqa: E402
 
+#: bench_nonlinear's default share of test subjects, which its runs use
+TEST_SHARE = 0.05
 COLUMNS = ["visible_weight", "method", "MSE", "MSE / linear oracle", "fit s"]
 
 
 def rows_path(weight, args):
-    prefix = f"n{args.n}_t0.05_e{args.epochs}_vw{weight:g}"
+    prefix = bench_nonlinear.results_prefix(
+        args.n, TEST_SHARE, args.epochs, visible_weight=weight
+    )
     return bench_nonlinear.RESULTS / f"{prefix}_{args.process}.json"
 
 
@@ -90,7 +94,7 @@ def main(argv=None):
 def _body(args, table):
     return f"""
 {method_line(args)} The rows of each weight are saved in
-`benchmarks/results/nonlinear/n{args.n}_t0.05_e{args.epochs}_vw<weight>_{args.process}.json`.
+`benchmarks/results/nonlinear/n{args.n}_t{TEST_SHARE:g}_e{args.epochs}_vw<weight>_{args.process}.json`.
 MSE x 1000 (standard error over 500 test subjects) against the noise-free curves,
 divided by the linear oracle's.
 

@@ -212,9 +212,14 @@ def test_cuda_training_with_amp_per_norm(norm):
 
 # --------------------------------------------------------------------------- #
 # the estimators
+# every point weighed alike: over three epochs the loss then falls steadily
+# (with the CPU preset's lower weight on the points the encoder sees, it is
+# mostly the hidden points' error, which varies with the batches' draws)
 FACTORIES = {
-    "VT": lambda norm: fi.VTImputer(**_configs.TINY, norm=norm),
-    "SAND": lambda norm: fi.SANDImputer(**_configs.SAND_TINY, norm=norm),
+    "VT": lambda norm: fi.VTImputer(**_configs.TINY, norm=norm, visible_weight=1.0),
+    "SAND": lambda norm: fi.SANDImputer(
+        **_configs.SAND_TINY, norm=norm, visible_weight=1.0
+    ),
 }
 CASES = [(name, norm) for name in FACTORIES for norm in NORMS]
 
@@ -237,9 +242,7 @@ def test_every_norm_trains_and_is_deterministic(fitted, sim, name, norm):
     assert est.module_config_["vt"]["norm"] == norm
     assert all(type(m) is LAYER_TYPE[norm] for m in norm_layers(est.module_))
     loss = est.history_["train_loss"]
-    # the loss weighs each batch's hidden points most, so it is noisy from
-    # epoch to epoch; some later epoch must still be below the first
-    assert np.isfinite(loss).all() and min(loss[1:]) < loss[0]
+    assert np.isfinite(loss).all() and loss[-1] < loss[0]
     curves = est.transform(sim.test.data)
     assert np.isfinite(curves).all()
     again = FACTORIES[name](norm).fit(sim.train.data)
