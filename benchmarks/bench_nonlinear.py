@@ -97,9 +97,9 @@ class _PosteriorMean(_MeanCurve):
         return fi.oracle.posterior_mean(self.process, data, n_draws=50_000)
 
 
-def _neural_params(args, n_fit):
+def _neural_params(args, n_fit, seed):
     """Default settings, a few made explicit: epochs, 5% validation, seed."""
-    params = {"validation_fraction": round(0.05 * n_fit) / n_fit, "random_state": 0}
+    params = {"validation_fraction": round(0.05 * n_fit) / n_fit, "random_state": seed}
     if args.epochs is not None:
         params["max_epochs"] = args.epochs
     if args.width is not None:
@@ -109,30 +109,37 @@ def _neural_params(args, n_fit):
     return params
 
 
-def _vt(sim, args, n_fit, **extra):
+def _vt(sim, args, n_fit, seed, **extra):
     from fdaimpute.neural import VTImputer
 
-    return VTImputer(**_neural_params(args, n_fit), **extra)
+    return VTImputer(**_neural_params(args, n_fit, seed), **extra)
 
 
-def _sand(sim, args, n_fit, **extra):
+def _sand(sim, args, n_fit, seed, **extra):
     from fdaimpute.neural import SANDImputer
 
-    return SANDImputer(**_neural_params(args, n_fit), **extra)
+    return SANDImputer(**_neural_params(args, n_fit, seed), **extra)
 
 
-# row label -> factory(sim, args, n_fit): an object with fit(data) and transform(data)
+# row label -> factory(sim, args, n_fit, seed): an object with fit(data) and
+# transform(data); ``seed`` is the neural imputers' random_state
 METHODS = {
-    "linear oracle": lambda sim, args, n_fit: fi.oracle.ConditionalMean(sim.process),
-    "mean curve": lambda sim, args, n_fit: _MeanCurve(sim.process),
-    "PACE": lambda sim, args, n_fit: fi.PACEImputer(),
-    "kernel": lambda sim, args, n_fit: fi.KernelImputer(),
-    "VT": lambda sim, args, n_fit: _vt(sim, args, n_fit, base=None),
-    "SAND": lambda sim, args, n_fit: _sand(sim, args, n_fit, base=None),
-    "VT+base": lambda sim, args, n_fit: _vt(sim, args, n_fit, base="pace"),
-    "SAND+base": lambda sim, args, n_fit: _sand(sim, args, n_fit, base="pace"),
-    "conditional mean": lambda sim, args, n_fit: _PosteriorMean(sim.process),
+    "linear oracle": lambda sim, args, n_fit, seed: fi.oracle.ConditionalMean(
+        sim.process
+    ),
+    "mean curve": lambda sim, args, n_fit, seed: _MeanCurve(sim.process),
+    "PACE": lambda sim, args, n_fit, seed: fi.PACEImputer(),
+    "kernel": lambda sim, args, n_fit, seed: fi.KernelImputer(),
+    "VT": lambda sim, args, n_fit, seed: _vt(sim, args, n_fit, seed, base=None),
+    "SAND": lambda sim, args, n_fit, seed: _sand(sim, args, n_fit, seed, base=None),
+    "VT+base": lambda sim, args, n_fit, seed: _vt(sim, args, n_fit, seed, base="pace"),
+    "SAND+base": lambda sim, args, n_fit, seed: _sand(
+        sim, args, n_fit, seed, base="pace"
+    ),
+    "conditional mean": lambda sim, args, n_fit, seed: _PosteriorMean(sim.process),
 }
+#: Methods that depend on ``--seeds`` (their rows record their seed).
+SEEDED = ("VT", "SAND", "VT+base", "SAND+base")
 ALIASES = {
     "oracle": "linear oracle",
     "mean": "mean curve",
@@ -182,43 +189,88 @@ def run_one(name, sparsity, args):
     )
     fit_data = IrregularData.concat([sim.train.data, sim.validation.data])
     test, truth = sim.test.data, sim.test.truth
-    rows, preds = [], {}
+    rows = []
     for method in ["linear oracle"] + [m for m in args.methods if m != "linear oracle"]:
-        est = METHODS[method](sim, args, len(fit_data))
-        start = time.perf_counter()
-        est.fit(fit_data)
-        seconds = time.perf_counter() - start
-        preds[method] = est.transform(test)
-        s = fi.metrics.summarize(truth, preds[method])
-        rows.append(
-            {
-                "process": name,
-                "n_i": sparsity,
-                "method": method,
-                "mse": s["mse"],
-                "mse_se": s["mse_se"],
-                "MSE": f"{s['mse']:.2f} ({s['mse_se']:.2f})",
-                "fit s": seconds,
-            }
-        )
-        gain = getattr(est, "start_gain_", None)
-        if gain is not None:  # the base gate's verdict: (gain, z, p)
-            rows[-1]["start gain"] = [float(v) for v in gain]
-        if getattr(est, "base_weight_", None) is not None:
-            rows[-1]["base weight"] = est.base_weight_
-            if args.weight_sweep:
-                rows[-1]["MSE at weight"] = _weight_sweep(est, test, truth)
+        for seed in args.seeds if method in SEEDED else [None]:
+            rows.append(_fit_and_score(method, seed, sim, fit_data, test, truth, args))
+            rows[-1].update(process=name, n_i=sparsity)
     lin = rows[0]["mse"]
     for row in rows:
         row["MSE / linear oracle"] = row["mse"] / lin
+        seed = "" if row.get("seed") is None else f" (seed {row['seed']})"
         print(
-            f"  {name} {sparsity} {row['method']:>16}: MSE {row['MSE']}, "
+            f"  {name} {sparsity} {row['method']:>16}{seed}: MSE {row['MSE']}, "
             f"ratio {row['MSE / linear oracle']:.3f}, fit {row['fit s']:.0f} s",
             flush=True,
         )
     if "linear oracle" not in args.methods:
         rows = rows[1:]
     return rows
+
+
+def _fit_and_score(method, seed, sim, fit_data, test, truth, args):
+    """One method's row: fitted on ``fit_data``, scored on the test subjects."""
+    est = METHODS[method](sim, args, len(fit_data), 0 if seed is None else seed)
+    start = time.perf_counter()
+    est.fit(fit_data)
+    seconds = time.perf_counter() - start
+    s = fi.metrics.summarize(truth, est.transform(test))
+    row = {
+        "method": method,
+        "mse": s["mse"],
+        "mse_se": s["mse_se"],
+        "MSE": f"{s['mse']:.2f} ({s['mse_se']:.2f})",
+        "fit s": seconds,
+    }
+    if seed is not None:
+        row["seed"] = seed
+    gain = getattr(est, "start_gain_", None)
+    if gain is not None:  # the base gate's verdict: (gain, z, p)
+        row["start gain"] = [float(v) for v in gain]
+    if getattr(est, "base_weight_", None) is not None:
+        row["base weight"] = est.base_weight_
+        if args.weight_sweep:
+            row["MSE at weight"] = _weight_sweep(est, test, truth)
+    return row
+
+
+def row_seed(row):
+    """The seed of a saved row: 0 for neural rows saved before ``--seeds``."""
+    return row.get("seed", 0 if row["method"] in SEEDED else None)
+
+
+def over_seeds(rows):
+    """One row per process, n_i and method: the mean over the seeds run.
+
+    A method run with several seeds gets its mean MSE and ratio, the mean
+    standard error over test subjects, the ratio of each seed in ``per
+    seed`` and the mean fit time.
+    """
+    groups = {}
+    for row in rows:
+        groups.setdefault((row["process"], row["n_i"], row["method"]), []).append(row)
+    out = []
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        group = sorted(group, key=row_seed)
+        mse, se = (float(np.mean([r[k] for r in group])) for k in ("mse", "mse_se"))
+        ratios = [r["MSE / linear oracle"] for r in group]
+        out.append(
+            {
+                **{k: group[0][k] for k in ("process", "n_i", "method")},
+                "mse": mse,
+                "mse_se": se,
+                "MSE": f"{mse:.2f} ({se:.2f})",
+                "MSE / linear oracle": float(np.mean(ratios)),
+                "per seed": " / ".join(
+                    f"{r:.3f} ({row_seed(g)})" for r, g in zip(ratios, group)
+                ),
+                "fit s": float(np.mean([r["fit s"] for r in group])),
+            }
+        )
+    return out
 
 
 def save(rows, stem):
@@ -231,15 +283,31 @@ def save(rows, stem):
     if path.exists():
 
         def key(r):
-            return r["process"], r["n_i"], r["method"]
+            return r["process"], r["n_i"], r["method"], row_seed(r)
 
         new = {key(r) for r in rows}
         kept = [r for r in json.loads(path.read_text()) if key(r) not in new]
         rows = kept + rows
         order = {m: i for i, m in enumerate(METHODS)}
-        rows.sort(key=lambda r: (r["process"], r["n_i"] != "8-12", order[r["method"]]))
+        rows.sort(
+            key=lambda r: (
+                r["process"],
+                r["n_i"] != "8-12",
+                order[r["method"]],
+                row_seed(r) or 0,
+            )
+        )
     path.write_text(json.dumps(rows, indent=1) + "\n")
-    keys = ["process", "n_i", "method", "mse", "mse_se", "MSE / linear oracle", "fit s"]
+    keys = [
+        "process",
+        "n_i",
+        "method",
+        "seed",
+        "mse",
+        "mse_se",
+        "MSE / linear oracle",
+        "fit s",
+    ]
     with open(RESULTS / f"{stem}.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, keys, extrasaction="ignore")
         writer.writeheader()
@@ -269,6 +337,14 @@ def main(argv=None):
         action="store_true",
         help="also score +base fits with their mix weight set to 0, 0.25, ..., 1 "
         "(rows saved under a stem ending in _sweep)",
+    )
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=[0],
+        help="random_state of the neural imputers, one fit each (rows are kept "
+        "per seed; the table gives their mean and each seed's ratio)",
     )
     parser.add_argument(
         "--test-share",
@@ -326,8 +402,10 @@ def main(argv=None):
                 done = {r["process"] for r in rows}
                 rows.extend(r for r in saved if r["process"] not in done)
         rows.sort(key=lambda r: list(PROCESSES).index(r["process"]))
+    rows = over_seeds(rows)
+    columns = COLUMNS + (["per seed"] if any("per seed" in r for r in rows) else [])
     table = markdown_table(
-        rows, COLUMNS, {"MSE / linear oracle": ".3f", "fit s": ".0f"}
+        rows, columns, {"MSE / linear oracle": ".3f", "fit s": ".0f"}
     )
     print(table)
     if args.write:
