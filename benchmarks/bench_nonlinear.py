@@ -234,6 +234,37 @@ def _fit_and_score(method, seed, sim, fit_data, test, truth, args):
     return row
 
 
+def sweep_table(rows):
+    """The ``--weight-sweep`` scores as a table (x the linear oracle), or ''.
+
+    One line per +base fit: its seed, the weight it kept and its test MSE
+    with the weight set to each swept value (0: the base, 1: the network).
+    """
+    oracle = {
+        (r["process"], r["n_i"]): r["mse"]
+        for r in rows
+        if r["method"] == "linear oracle"
+    }
+    lines = []
+    for row in rows:
+        sweep = row.get("MSE at weight")
+        if not sweep or (row["process"], row["n_i"]) not in oracle:
+            continue
+        lin = oracle[row["process"], row["n_i"]]
+        lines.append(
+            {
+                **{k: row[k] for k in ("process", "n_i", "method")},
+                "seed": row_seed(row),
+                "weight kept": f"{row['base weight']:.2f}",
+                **{w: f"{mse / lin:.3f}" for w, mse in sweep.items()},
+            }
+        )
+    if not lines:
+        return ""
+    weights = [k for k in lines[0] if k not in ("process", "n_i", "method", "seed")]
+    return markdown_table(lines, ["process", "n_i", "method", "seed", *weights], {})
+
+
 def row_seed(row):
     """The seed of a saved row: 0 for neural rows saved before ``--seeds``."""
     return row.get("seed", 0 if row["method"] in SEEDED else None)
@@ -402,26 +433,38 @@ def main(argv=None):
                 done = {r["process"] for r in rows}
                 rows.extend(r for r in saved if r["process"] not in done)
         rows.sort(key=lambda r: list(PROCESSES).index(r["process"]))
+    sweeps = sweep_table(rows)
     rows = over_seeds(rows)
-    columns = COLUMNS + (["per seed"] if any("per seed" in r for r in rows) else [])
+    seeded = any("per seed" in r for r in rows)
+    columns = COLUMNS + (["per seed"] if seeded else [])
     table = markdown_table(
         rows, columns, {"MSE / linear oracle": ".3f", "fit s": ".0f"}
     )
     print(table)
+    if sweeps:
+        print("\nMSE / linear oracle with the mix weight set to each value:\n")
+        print(sweeps)
     if args.write:
         title = "Non-linear processes: phase variation and warping"
         if args.section != "nonlinear":
             title += f" ({args.section})"
-        write_section(args.section, title, _body(args, prefix, table))
+        write_section(args.section, title, _body(args, prefix, table, seeded))
 
 
-def _body(args, prefix, table):
+def _body(args, prefix, table, seeded=False):
     n_test = round(args.test_share * args.n)
     epochs = f", max_epochs={args.epochs}" if args.epochs else ""
     if args.width is not None:
         epochs += f", d_model={args.width}, dim_feedforward={2 * args.width}"
     if args.visible_weight is not None:
         epochs += f", visible_weight={args.visible_weight:g}"
+    seeds = (
+        "\nA row with `per seed` is the mean of fits with several `random_state`s "
+        "(`--seeds`; the test subjects and data are the same), and lists each "
+        "seed's ratio: the spread is what training alone varies."
+        if seeded
+        else ""
+    )
     return f"""
 The processes of `fi.simulate.phase_variation` (two Gaussian bumps whose places move by
 up to 0.12) and `fi.simulate.time_warping` (a two-peak template under a random monotone
@@ -436,7 +479,7 @@ and noise variance, the limit of PACE). `conditional mean` is the best predictor
 non-linear method has below 1. Timings were taken on a shared 2-core machine: compare
 them within a run only. Each process may come from its own run with the same `--n`,
 `--test-share` and `--epochs` (`--process NAME`; `--from-saved` tables the saved rows):
-`benchmarks/results/nonlinear/{prefix}_*.json` (and `.csv`).
+`benchmarks/results/nonlinear/{prefix}_*.json` (and `.csv`).{seeds}
 
 {table}
 """

@@ -79,7 +79,11 @@ def main(argv=None):
             print(f"no saved rows for visible_weight={weight:g} ({path.name})")
             continue
         for row in json.loads(path.read_text()):
-            if row["method"] == method and row["n_i"] == args.sparsity:
+            if (
+                row["method"] == method
+                and row["n_i"] == args.sparsity
+                and bench_nonlinear.row_seed(row) == 0
+            ):
                 table_rows.append({**row, "visible_weight": f"{weight:g}"})
     table = markdown_table(
         table_rows, COLUMNS, {"MSE / linear oracle": ".3f", "fit s": ".0f"}
