@@ -18,6 +18,14 @@ weight of the network's curve against the base's) set to 0, 0.25, ..., 1::
         --visible-weight 0.2 --process phase --sparsity 8-12 \
         --methods oracle sand+base --weight-sweep
 
+``--seeds`` fits each neural method once per ``random_state``; rows are kept
+per seed and the table gives their mean and each seed's ratio (how much one
+training run varies)::
+
+    python benchmarks/bench_nonlinear.py --n 10000 --epochs 135 \
+        --visible-weight 0.2 --process phase --sparsity 8-12 \
+        --methods oracle sand sand+base --seeds 1 2
+
 Methods are built by the factories in ``METHODS`` (name -> function of the
 simulation and the command-line arguments returning an object with
 ``fit``/``transform``); add a row by adding an entry.
