@@ -17,11 +17,15 @@ Examples
 The documented run (about 10 minutes on 2 shared CPU cores, one torch thread)::
 
     python benchmarks/bench_norm.py --n 2000 --epochs 50 --write
+
+Its rows are saved in ``benchmarks/results/norm/`` (``--from-saved`` tables
+them again without fitting).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -36,6 +40,7 @@ import fdaimpute as fi  # noqa: E402
 from fdaimpute.data import IrregularData  # noqa: E402
 from fdaimpute.neural import SANDImputer, VTImputer  # noqa: E402
 
+RESULTS = Path(__file__).resolve().parent / "results" / "norm"
 NORMS = {"layer": "layer", "batch": "batch", "rms": "rms", "none": None}
 MODELS = {"VT": VTImputer, "SAND": SANDImputer}
 COLUMNS = [
@@ -136,15 +141,27 @@ def main(argv=None):
     parser.add_argument(
         "--write", action="store_true", help="update docs/benchmarks.md"
     )
+    parser.add_argument(
+        "--from-saved", action="store_true", help="fit nothing: table the saved rows"
+    )
     args = parser.parse_args(argv)
     if args.sparsity == "30":
         args.sparsity = 30
+    path = RESULTS / f"n{args.n}_t{args.n_test}_{args.sparsity}_e{args.epochs}.json"
+    if args.from_saved:
+        saved = json.loads(path.read_text())
+        rows, oracle_mse = saved["rows"], saved["oracle_mse"]
+    else:
+        import torch
 
-    import torch
-
-    torch.set_num_threads(args.threads)
-    print(machine())
-    rows, oracle_mse = run(args)
+        torch.set_num_threads(args.threads)
+        print(machine())
+        rows, oracle_mse = run(args)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            json.dumps({"rows": rows, "oracle_mse": oracle_mse}, indent=1) + "\n"
+        )
+        print(f"rows in {path.relative_to(RESULTS.parents[1])}")
     table = markdown_table(
         rows, COLUMNS, {"MSE / oracle": ".3f", "fit s": ".0f", "fit s / layer's": ".2f"}
     )
@@ -158,7 +175,8 @@ def main(argv=None):
             "`norm`; one seed. MSE x 1000 on the 101-point grid against the "
             "noise-free curves of the simulation's test subjects and "
             f"{args.n_test} fresh ones (standard error over subjects); the "
-            f"oracle's is {oracle_mse:.1f}. `MSE - layer's`: the difference to "
+            f"oracle's is {oracle_mse:.1f}. Rows: `benchmarks/results/norm/"
+            f"{path.name}`. `MSE - layer's`: the difference to "
             'the same model with `norm="layer"` on the same subjects (paired '
             "standard error; it does not include the variation between training "
             "seeds). Timings were taken on a shared 2-core CPU VM (other jobs "
