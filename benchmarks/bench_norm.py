@@ -19,7 +19,9 @@ The documented run (about 10 minutes on 2 shared CPU cores, one torch thread)::
     python benchmarks/bench_norm.py --n 2000 --epochs 50 --write
 
 Its rows are saved in ``benchmarks/results/norm/`` (``--from-saved`` tables
-them again without fitting).
+them again without fitting). Another ``--seed`` draws other subjects and
+trains from another start; its rows are saved under a name ending in
+``_s<seed>``.
 """
 
 from __future__ import annotations
@@ -147,7 +149,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.sparsity == "30":
         args.sparsity = 30
-    path = RESULTS / f"n{args.n}_t{args.n_test}_{args.sparsity}_e{args.epochs}.json"
+    stem = f"n{args.n}_t{args.n_test}_{args.sparsity}_e{args.epochs}"
+    path = RESULTS / (stem + (f"_s{args.seed}" if args.seed else "") + ".json")
     if args.from_saved:
         saved = json.loads(path.read_text())
         rows, oracle_mse = saved["rows"], saved["oracle_mse"]
