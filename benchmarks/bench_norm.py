@@ -14,7 +14,7 @@ process, so that the differences between norms can be resolved.
 
 Examples
 --------
-The documented run (about 10 minutes on 2 shared CPU cores, one torch thread)::
+The documented run (about 5 minutes on 2 shared CPU cores, one torch thread)::
 
     python benchmarks/bench_norm.py --n 2000 --epochs 50 --write
 
