@@ -21,7 +21,8 @@ The documented run (about 5 minutes on 2 shared CPU cores, one torch thread)::
 Its rows are saved in ``benchmarks/results/norm/`` (``--from-saved`` tables
 them again without fitting). Another ``--seed`` draws other subjects and
 trains from another start; its rows are saved under a name ending in
-``_s<seed>``.
+``_s<seed>``, and ``--across-seeds 0 1 2`` tables each norm's MSE over layer
+norm's in the saved runs of those seeds.
 """
 
 from __future__ import annotations
@@ -107,6 +108,36 @@ def run(args):
     return rows, oracle_mse
 
 
+def rows_path(args, seed):
+    """Where the rows of the run with ``args``'s sizes and ``seed`` are saved."""
+    stem = f"n{args.n}_t{args.n_test}_{args.sparsity}_e{args.epochs}"
+    return RESULTS / (stem + (f"_s{seed}" if seed else "") + ".json")
+
+
+def across_seeds(args):
+    """Each norm's MSE over layer norm's, per model, in the saved runs of seeds.
+
+    A markdown table: one line per model, one column per norm other than
+    layer, the ratios of the seeds in ``args.across_seeds`` order.
+    """
+    ratios = {}
+    for seed in args.across_seeds:
+        rows = json.loads(rows_path(args, seed).read_text())["rows"]
+        layer = {r["model"]: r["MSE / oracle"] for r in rows if r["norm"] == "'layer'"}
+        for r in rows:
+            if r["norm"] != "'layer'":
+                ratio = r["MSE / oracle"] / layer[r["model"]]
+                ratios.setdefault(r["model"], {}).setdefault(r["norm"], []).append(
+                    f"{ratio:.3f}"
+                )
+    norms = list(next(iter(ratios.values())))
+    lines = [
+        {"model": model, **{norm: " / ".join(v) for norm, v in by_norm.items()}}
+        for model, by_norm in ratios.items()
+    ]
+    return markdown_table(lines, ["model", *norms], {})
+
+
 def _renumbered(parts):
     """The subjects of ``parts`` in one container, numbered 0, 1, ..."""
     starts = np.cumsum([0] + [len(d) for d in parts])
@@ -146,11 +177,21 @@ def main(argv=None):
     parser.add_argument(
         "--from-saved", action="store_true", help="fit nothing: table the saved rows"
     )
+    parser.add_argument(
+        "--across-seeds",
+        nargs="+",
+        type=int,
+        metavar="SEED",
+        help="fit nothing: each norm's MSE / layer norm's in the saved runs of "
+        "these seeds",
+    )
     args = parser.parse_args(argv)
     if args.sparsity == "30":
         args.sparsity = 30
-    stem = f"n{args.n}_t{args.n_test}_{args.sparsity}_e{args.epochs}"
-    path = RESULTS / (stem + (f"_s{args.seed}" if args.seed else "") + ".json")
+    if args.across_seeds:
+        print(across_seeds(args))
+        return None
+    path = rows_path(args, args.seed)
     if args.from_saved:
         saved = json.loads(path.read_text())
         rows, oracle_mse = saved["rows"], saved["oracle_mse"]
