@@ -333,6 +333,45 @@ def test_sand_init_sets_the_starting_layer(sim):
     assert error["random"] > 0.5
 
 
+def test_max_time_cuts_the_epochs_and_says_so(sim, monkeypatch):
+    from fdaimpute.nn import training
+
+    class Clock:  # every read of the training loop's clock moves it 1 s
+        now = 0.0
+
+        def perf_counter(self):
+            self.now += 1.0
+            return self.now
+
+    monkeypatch.setattr(training, "time", Clock())
+    est = SANDImputer(**{**SAND_TINY, "max_epochs": 500}, max_time=10.0)
+    est.fit(sim.train.data)
+    assert est.stop_reason_ == "max_time"
+    assert 2 <= est.n_epochs_ < 500
+    assert np.isfinite(est.transform(sim.test.data)).all()
+
+
+def test_cuda_graph_without_cuda_trains_eagerly_with_a_warning(sim):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.warns(UserWarning, match="cuda_graph: CUDA graphs need a CUDA"):
+        est = VTImputer(**TINY, cuda_graph=True).fit(sim.train.data)
+    assert est.n_epochs_ == TINY["max_epochs"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_fit_is_close_to_eager(sim):
+    eager = SANDImputer(**SAND_TINY, device="cuda").fit(sim.train.data)
+    graphed = SANDImputer(**SAND_TINY, device="cuda", cuda_graph=True)
+    graphed.fit(sim.train.data)
+    a, b = eager.transform(sim.test.data), graphed.transform(sim.test.data)
+    assert np.isfinite(b).all()
+    # the graph leaves each epoch's partial batch out: close, not equal
+    scale = np.abs(a).max()
+    assert np.abs(a - b).max() < 0.5 * scale
+
+
 def test_cuda_request_without_cuda_raises(sim):
     if torch.cuda.is_available():
         pytest.skip("CUDA is available")

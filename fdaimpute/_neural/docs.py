@@ -83,6 +83,15 @@ COMMON_PARAMS_DOC = """
         Stop after this many epochs without a better validation error (the
         CPU preset runs all epochs, as the cosine schedule improves most at
         the end; the best epoch is kept either way).
+    max_time : float, default=None
+        Time budget of the training epochs, in seconds (validation
+        included; the base, the error model and the calibration folds come
+        on top). After each epoch the run is re-planned to the epochs that
+        still fit, at most ``max_epochs``, and the learning-rate schedule
+        ends at the last of them, so a budget gives a complete, annealed
+        run (``stop_reason_ == "max_time"`` when it cut the epochs). The
+        number of epochs then depends on the machine's speed: set
+        ``max_epochs`` instead for results that repeat exactly.
     visible_weight : float in [0, 1], default=None
         Weight in the training loss of the points the encoder is shown,
         relative to the points hidden from it (training hides 1 to half of
@@ -122,10 +131,19 @@ COMMON_PARAMS_DOC = """
     device : str, default="auto"
         ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``,
         ``"cuda:1"``...
-    amp : {"auto", True, False}, default="auto"
-        Mixed-precision training (float16 autocast with gradient scaling);
-        only ever used on CUDA, where ``"auto"`` turns it on. Inference is
-        always float32.
+    amp : {"auto", True, False, "bfloat16", "float16"}, default="auto"
+        Mixed-precision training, only ever used on CUDA: bfloat16 autocast
+        on GPUs that support it (Ampere and later), float16 autocast with
+        gradient scaling on older ones; a type name forces that type.
+        ``"auto"`` turns it on on CUDA. Inference is always float32.
+    cuda_graph : bool, default=False
+        On CUDA, capture the training step in a CUDA graph and replay it:
+        one launch per step instead of hundreds, which is what limits
+        these small networks on a GPU (``docs/benchmarks.md``, section
+        ``neural-gpu``). Batches are then padded to the longest subject and
+        an epoch's partial last batch is left out. Not used (a warning says
+        why) on the CPU, across processes, with regularizers, with float16
+        loss scaling or with a statistical base (``base=None`` needed).
     predict_batch_size : int, default=256
         Subjects per forward pass in ``transform``; memory does not grow
         with the number of subjects beyond the output.
@@ -172,8 +190,9 @@ COMMON_ATTRS_DOC = """
     n_epochs_ : int
         Epochs run.
     stop_reason_ : str
-        ``"max_epochs"``, ``"early stopping"``, ``"non-finite loss"`` (the
-        best finite epoch is kept, with a warning) or ``"interrupted"``.
+        ``"max_epochs"``, ``"max_time"``, ``"early stopping"``,
+        ``"non-finite loss"`` (the best finite epoch is kept, with a
+        warning) or ``"interrupted"``.
     interrupted_ : bool
         Whether training stopped on a ``KeyboardInterrupt`` (see
         ``fit``); the best epoch so far is kept and ``error_head_`` is
