@@ -3,6 +3,7 @@
 import pickle
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -253,8 +254,9 @@ def test_sand_anchors(sim, anchors):
 def _vt_curve(est, data):
     from fdaimpute.nn import predict_curves
 
+    dev = est.device_
     curves, _ = predict_curves(
-        est.module_.vt, est._tensors(data, "cpu"), est._grid_tensor(est.grid_, "cpu")
+        est.module_.vt, est._tensors(data, dev), est._grid_tensor(est.grid_, dev)
     )
     return curves.double().numpy() * est.value_scale_ + est.value_mean_
 
@@ -290,7 +292,7 @@ def test_visible_weight_changes_what_the_network_learns(sim):
         ({"encoding_dim": 7}, ValueError, "even"),
         ({"lr": -1.0}, ValueError, "lr"),
         ({"validation_fraction": 1.0}, ValueError, "validation_fraction"),
-        ({"preset": "gpu"}, ValueError, "preset"),
+        ({"preset": "tpu"}, ValueError, "preset"),
         ({"device": "tpu9"}, ValueError, "device"),
         ({"anchors": "left"}, ValueError, "anchors"),
         ({"sand_lr": 0.0}, ValueError, "sand_lr"),
@@ -326,8 +328,8 @@ def test_sand_init_sets_the_starting_layer(sim):
     for init in ("identity", "random"):
         est = SANDImputer(**still, sand_init=init).fit(sim.train.data)
         with torch.no_grad():
-            out, _ = est.module_.sand(curve, grid)
-        error[init] = float((out - curve).abs().max())
+            out, _ = est.module_.sand(curve.to(est.device_), grid.to(est.device_))
+        error[init] = float((out.cpu() - curve).abs().max())
     # ~0.013 from the ridge, up to ~0.015 more from the start's random jitter
     assert error["identity"] < 0.03
     assert error["random"] > 0.5
@@ -361,15 +363,17 @@ def test_cuda_graph_without_cuda_trains_eagerly_with_a_warning(sim):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_graph_fit_is_close_to_eager(sim):
-    eager = SANDImputer(**SAND_TINY, device="cuda").fit(sim.train.data)
-    graphed = SANDImputer(**SAND_TINY, device="cuda", cuda_graph=True)
-    graphed.fit(sim.train.data)
-    a, b = eager.transform(sim.test.data), graphed.transform(sim.test.data)
-    assert np.isfinite(b).all()
-    # the graph leaves each epoch's partial batch out: close, not equal
-    scale = np.abs(a).max()
-    assert np.abs(a - b).max() < 0.5 * scale
+def test_cuda_graph_fit_captures_and_trains(sim):
+    # test_nn compares graph and eager steps; here: the estimator's path, with
+    # no warning that capture failed, and a falling loss
+    params = {**SAND_TINY, "max_epochs": 6}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = SANDImputer(**params, device="cuda", cuda_graph=True)
+        est.fit(sim.train.data)
+    loss = est.history_["train_loss"]
+    assert loss[-1] < loss[0]
+    assert np.isfinite(est.transform(sim.test.data)).all()
 
 
 def test_cuda_request_without_cuda_raises(sim):

@@ -450,6 +450,12 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
 
     # ------------------------------------------------------------------ #
     # inference
+    def _predict_batch_size(self):
+        """``predict_batch_size``, with ``"auto"`` resolved for ``device_``."""
+        if self.predict_batch_size != "auto":
+            return self.predict_batch_size
+        return 4096 if self.device_.type == "cuda" else 256
+
     def _model_curves(self, data, derivative=True, std=False):
         """Curves, SAND derivatives (or None) and, with ``std``, error SDs.
 
@@ -472,7 +478,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 self.module_,
                 self._tensors(data, self.device_),
                 self._grid_tensor(self.model_grid_, self.device_),
-                batch_size=self.predict_batch_size,
+                batch_size=self._predict_batch_size(),
                 anchors=self._anchor_rule(),
                 derivative=deriv is not None,
                 error_head=head,

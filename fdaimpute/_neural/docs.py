@@ -1,11 +1,15 @@
 """Parameter and attribute descriptions shared by VTImputer and SANDImputer."""
 
 COMMON_PARAMS_DOC = """
-    preset : {"cpu", "paper"}, default="cpu"
+    preset : {"cpu", "gpu", "paper"}, default="cpu"
         Source of every size and training setting left at ``None``:
         ``"cpu"`` trains in minutes on a laptop CPU (3 encoder layers, one
         decoder layer, width 32, 2 heads, 100 epochs, batches of 64, lr
-        1e-3 with cosine decay, no early stopping); ``"paper"`` is the SAND
+        1e-3 with cosine decay, no early stopping); ``"gpu"`` is the best
+        of the settings measured in minutes on one GPU (the paper's 6 + 6
+        layers of width 128 with the CPU preset's recipe, 300 epochs,
+        batches of 256; about 3 minutes at n = 10,000 on an H200 with
+        ``cuda_graph``); ``"paper"`` is the SAND
         paper's released configuration (6 + 6 layers, width 128, 2 heads,
         dropout 0.15, encoding 120, 5,000 epochs, batches of 256, lr 3e-4),
         meant for a GPU. ``base`` and ``norm`` are not taken from the
@@ -135,18 +139,26 @@ COMMON_PARAMS_DOC = """
         Mixed-precision training, only ever used on CUDA: bfloat16 autocast
         on GPUs that support it (Ampere and later), float16 autocast with
         gradient scaling on older ones; a type name forces that type.
-        ``"auto"`` turns it on on CUDA. Inference is always float32.
-    cuda_graph : bool, default=False
+        ``"auto"``: bfloat16 with ``cuda_graph`` (twice as fast a step at
+        the paper's sizes on an H200), float32 without (the casts add
+        launches to steps already bound by them: 1.5 times slower).
+        Inference is always float32.
+    cuda_graph : {"auto", True, False}, default="auto"
         On CUDA, capture the training step in a CUDA graph and replay it:
         one launch per step instead of hundreds, which is what limits
-        these small networks on a GPU (``docs/benchmarks.md``, section
-        ``neural-gpu``). Batches are then padded to the longest subject and
-        an epoch's partial last batch is left out. Not used (a warning says
-        why) on the CPU, across processes, with regularizers, with float16
-        loss scaling or with a statistical base (``base=None`` needed).
-    predict_batch_size : int, default=256
+        these small networks on a GPU (4 times faster a step with the CPU
+        preset's sizes on an H200; ``docs/benchmarks.md``, section
+        ``gpu-profile``). Batches are then padded to the longest subject
+        and an epoch's partial last batch is left out (the shuffle leaves
+        out other subjects each epoch). It cannot be used on the CPU,
+        across processes, with regularizers, with float16 loss scaling, with
+        a statistical base (``base=None`` is needed) or with fewer subjects
+        than ``batch_size``: ``"auto"`` then trains eagerly, ``True`` too but
+        with a warning saying why.
+    predict_batch_size : int or "auto", default="auto"
         Subjects per forward pass in ``transform``; memory does not grow
-        with the number of subjects beyond the output.
+        with the number of subjects beyond the output. ``"auto"``: 256 on
+        the CPU, 4096 on CUDA (5 times the throughput of 256 there).
     random_state : int, RandomState or None, default=None
         Seeds initialisation, shuffling, hiding and the validation split;
         the same seed gives identical curves on the same device and thread

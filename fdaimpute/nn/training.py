@@ -96,19 +96,21 @@ class Trainer:
         the prediction of points it is not.
     anchors : {None, "mean", "two-sided"}, default=None
         SAND's integration constant (see :class:`~fdaimpute.nn.SANDLayer`).
-    amp : bool, "bfloat16" or "float16", default=False
+    amp : bool, "auto", "bfloat16" or "float16", default=False
         Mixed precision on CUDA (ignored elsewhere). ``True``: bfloat16
         autocast where the GPU supports it, else float16 autocast with
         gradient scaling; a type name forces that type (float16 always
-        with gradient scaling).
-    cuda_graph : bool, default=False
+        with gradient scaling). ``"auto"``: bfloat16 when the steps run
+        from a CUDA graph (where the casts cost no launches), else none.
+    cuda_graph : bool or "auto", default=False
         Capture the training step in a CUDA graph and replay it (see
         :mod:`fdaimpute.nn.graphed`): much faster for small networks on a
         GPU, whose steps are bound by launching kernels. Batches are then
         padded to the longest subject and an epoch's partial last batch is
         left out. Where a graph cannot be used (CPU, several processes,
         regularizers, float16 loss scaling, a statistical base) training
-        is eager, with a warning naming the reason.
+        is eager: silently with ``"auto"``, with a warning naming the
+        reason with ``True``.
     bucket : int, default=16
         Sort subjects by length within chunks of ``bucket`` batches, which
         cuts padding when ``n_i`` varies (0 disables it).
@@ -225,10 +227,12 @@ class Trainer:
         self.visible_weight = float(visible_weight)
         self.anchors = anchors
         self.device = grid.device
-        self.amp = bool(amp) and self.device.type == "cuda"
-        named = amp if isinstance(amp, str) else None
+        # "auto" is settled in configure, once it is known whether a graph runs
+        self.amp_auto = amp == "auto"
+        self.amp = bool(amp) and not self.amp_auto and self.device.type == "cuda"
+        named = amp if isinstance(amp, str) and not self.amp_auto else None
         self.amp_dtype = _autocast_dtype(named) if self.amp else torch.float16
-        self.cuda_graph = bool(cuda_graph)
+        self.cuda_graph = cuda_graph if cuda_graph == "auto" else bool(cuda_graph)
         self.graphed = None
         self.bucket = bucket
         self.rank, self.world_size = distributed.world()
@@ -272,12 +276,14 @@ class Trainer:
         if self.cuda_graph:
             reason = graph_unsupported(self, n_train)
             graph = reason is None
-            if not graph:
+            if not graph and self.cuda_graph is True:
                 warnings.warn(
                     f"cuda_graph: {reason}; training is eager",
                     UserWarning,
                     stacklevel=3,
                 )
+        if self.amp_auto and graph and torch.cuda.is_bf16_supported():
+            self.amp, self.amp_dtype = True, torch.bfloat16
         self.optimizer = make_adam(groups, capturable=graph)
         self.steps_per_epoch = (
             n_train // self.batch_size
