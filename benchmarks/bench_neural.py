@@ -85,7 +85,7 @@ def neural(kind, args, n_fit):
         "verbose": args.verbose,
         "device": args.device,
         "amp": args.amp,
-        "cuda_graph": args.cuda_graph,
+        "cuda_graph": {"auto": "auto", "on": True, "off": False}[args.cuda_graph],
     }
     for name in _SETTINGS:
         value = getattr(args, name)
@@ -111,8 +111,8 @@ def _label(method, args):
     ]
     if args.amp != "auto":
         changed.append(f"amp={args.amp}")
-    if args.cuda_graph:
-        changed.append("cuda_graph")
+    if args.cuda_graph != "auto":
+        changed.append(f"cuda_graph={args.cuda_graph}")
     if method == "sand" and args.anchors:
         changed.append(f"anchors={args.anchors}")
     if method == "sand" and args.sand_init != "identity":
@@ -276,7 +276,7 @@ def main(argv=None):
         default=["oracle", "pace", "kernel", "vt", "sand"],
         choices=["oracle", "pace", "kernel", "vt", "sand"],
     )
-    parser.add_argument("--preset", default="cpu", choices=["cpu", "paper"])
+    parser.add_argument("--preset", default="cpu", choices=list(PRESETS))
     parser.add_argument("--epochs", type=int, default=None, help="max_epochs")
     parser.add_argument("--d-model", dest="d_model", type=int)
     parser.add_argument("--n-heads", dest="n_heads", type=int)
@@ -300,8 +300,9 @@ def main(argv=None):
     parser.add_argument(
         "--cuda-graph",
         dest="cuda_graph",
-        action="store_true",
-        help="train from a captured CUDA graph (cuda_graph=True)",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="cuda_graph: auto (the default), on (True) or off (False)",
     )
     parser.add_argument(
         "--amp", default="auto", choices=["auto", "off", "bfloat16", "float16"]
@@ -389,12 +390,13 @@ def main(argv=None):
             )
             write_section("neural-throughput", "VT and SAND transform throughput", body)
         return []
-    rows, commands = [], []
+    rows, commands, machines = [], [], set()
     if args.load_rows:
         for path in args.load_rows:
             saved = json.loads(Path(path).read_text())
             rows.extend(saved["rows"])
             commands.append(saved["command"])
+            machines.add(saved.get("machine"))
     else:
         commands.append("python " + " ".join(sys.argv))
         for sparsity in args.sparsity:
@@ -422,6 +424,8 @@ def main(argv=None):
     print(table)
     if args.write:
         runs = "\n".join(f"- `{c}`" for c in commands)
+        saved = args.load_rows or [args.save_rows or "benchmarks/results/neural/x"]
+        folder = Path(saved[0]).parent.as_posix()
         body = (
             "SAND paper's process (90/5/5 split), test subjects scored on the "
             "101-point grid against the noise-free curves; MSE and TV x 1000 "
@@ -430,7 +434,7 @@ def main(argv=None):
             "validation; `epochs (best)` is epochs run (epoch kept), `s / epoch` "
             "includes validation. Rows are labelled with the settings that differ "
             'from `preset="cpu"`. Each run saved its rows (`--save-rows`); the '
-            "files are in `benchmarks/results/neural/`. "
+            f"files are in `{folder}/`. "
             + (
                 args.note
                 or "Runs (one torch thread each, two runs at a time on the 2 cores):"
@@ -440,7 +444,8 @@ def main(argv=None):
         title = "VT and SAND (simulation)"
         if args.section != "neural":
             title += f" ({args.section})"
-        write_section(args.section, title, body)
+        measured_on = machines.pop() if len(machines) == 1 else None
+        write_section(args.section, title, body, measured_on)
     return rows
 
 

@@ -35,7 +35,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import machine, markdown_table  # noqa: E402
+from _report import machine, markdown_table, write_section  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 from fdaimpute.neural import PRESETS, SANDImputer, VTImputer  # noqa: E402
@@ -163,7 +163,17 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--save", help="also write the rows to this JSON file")
+    parser.add_argument(
+        "--load", nargs="+", help="skip profiling: table the rows of saved runs"
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="with --load: replace the gpu-profile section of docs/benchmarks.md",
+    )
     args = parser.parse_args(argv)
+    if args.load:
+        return table_saved(args)
     torch.set_num_threads(args.threads)
 
     n_obs = int(args.sparsity) if args.sparsity.isdigit() else args.sparsity
@@ -187,17 +197,8 @@ def main(argv=None):
                     rows.append(row)
                     tops.append(top)
                     print(json.dumps(row), flush=True)
-    groups = [g for g in [*GROUPS, "other"] if any(g in r for r in rows)]
-    columns = ["preset", "batch", "amp", "graph", "s / epoch", "steps", "ms / step"]
-    columns += ["launches / step", "device busy", *groups]
     print()
-    print(
-        markdown_table(
-            rows,
-            columns,
-            {"s / epoch": ".2f", "ms / step": ".1f", "launches / step": ".0f"},
-        )
-    )
+    print(variants_table(rows))
     print()
     print(
         f"Top operators ({rows[0]['preset']}, batch {rows[0]['batch']}, "
@@ -208,6 +209,47 @@ def main(argv=None):
         Path(args.save).write_text(
             json.dumps({"machine": machine(), "rows": rows, "top": tops})
         )
+
+
+def variants_table(rows):
+    """The markdown table of profiled variants."""
+    groups = [g for g in [*GROUPS, "other"] if any(g in r for r in rows)]
+    columns = ["preset", "batch", "amp", "graph", "s / epoch", "steps", "ms / step"]
+    columns += ["launches / step", "device busy", *groups]
+    formats = {"s / epoch": ".2f", "ms / step": ".1f", "launches / step": ".0f"}
+    return markdown_table(rows, columns, formats)
+
+
+def table_saved(args):
+    """Print (and with ``--write`` document) the variants of saved runs."""
+    rows, machines = [], set()
+    for path in args.load:
+        saved = json.loads(Path(path).read_text())
+        rows.extend(dict(row, graph=row.get("graph", "no")) for row in saved["rows"])
+        machines.add(saved["machine"])
+    table = variants_table(rows)
+    print(table)
+    if args.write:
+        body = (
+            "One SAND training epoch on the SAND paper's process (n = 2,000, "
+            "8-12 observations, 1,800 training subjects), per variant: preset, "
+            "batch size, mixed precision (`amp`) and whether the step ran from a "
+            "CUDA graph. `s / epoch` is the median of three epochs without the "
+            "profiler; `launches / step` counts kernel launches from the host "
+            "under the profiler; `device busy` is the kernels' time over the "
+            "profiled epoch's wall time; the group columns share out the "
+            "device's time. With a graph, the profiled epoch is a fresh fit's "
+            "(its three eager warm-up steps and the capture included), so its "
+            "launches and busy share are mostly the warm-up's; its `ms / step` "
+            "(from the timed epochs) is the replayed steps'. Saved rows: "
+            "`benchmarks/results/gpu/profile*.json`."
+            f"\n\n{table}\n"
+        )
+        measured_on = machines.pop() if len(machines) == 1 else None
+        write_section(
+            "gpu-profile", "Where a training step's time goes (GPU)", body, measured_on
+        )
+    return rows
 
 
 if __name__ == "__main__":

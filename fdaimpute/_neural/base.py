@@ -357,6 +357,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         self.base_weight_ = None if gate is None else float(gate.detach())
         self.n_epochs_ = len(history["epoch"])
         self.stop_reason_ = trainer.stop_reason
+        graphed = trainer.graphed
+        self.cuda_graph_ = graphed is not None and graphed.graph is not None
         self.interrupted_ = trainer.interrupted
         self.n_parameters_ = sum(p.numel() for p in module.parameters())
 

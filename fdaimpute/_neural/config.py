@@ -48,7 +48,7 @@ PRESETS = {
         "dim_feedforward": 512,
         "dropout": 0.0,
         "encoding_dim": 32,
-        "max_epochs": 300,
+        "max_epochs": 200,
         "batch_size": 256,
         "lr": 1e-3,
         "lr_schedule": "cosine",

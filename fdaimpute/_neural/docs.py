@@ -6,10 +6,11 @@ COMMON_PARAMS_DOC = """
         ``"cpu"`` trains in minutes on a laptop CPU (3 encoder layers, one
         decoder layer, width 32, 2 heads, 100 epochs, batches of 64, lr
         1e-3 with cosine decay, no early stopping); ``"gpu"`` is the best
-        of the settings measured in minutes on one GPU (the paper's 6 + 6
-        layers of width 128 with the CPU preset's recipe, 300 epochs,
-        batches of 256; about 3 minutes at n = 10,000 on an H200 with
-        ``cuda_graph``); ``"paper"`` is the SAND
+        of four settings measured for four minutes on one GPU (the paper's
+        6 + 6 layers of width 128 with the CPU preset's recipe, 200 epochs,
+        batches of 256; about 1.3 s an epoch at n = 10,000 on an H200
+        shared with three other fits, with ``cuda_graph``); ``"paper"`` is
+        the SAND
         paper's released configuration (6 + 6 layers, width 128, 2 heads,
         dropout 0.15, encoding 120, 5,000 epochs, batches of 256, lr 3e-4),
         meant for a GPU. ``base`` and ``norm`` are not taken from the
@@ -201,6 +202,9 @@ COMMON_ATTRS_DOC = """
         the base at all).
     n_epochs_ : int
         Epochs run.
+    cuda_graph_ : bool
+        Whether the training steps ran from a captured CUDA graph
+        (``cuda_graph``).
     stop_reason_ : str
         ``"max_epochs"``, ``"max_time"``, ``"early stopping"``,
         ``"non-finite loss"`` (the best finite epoch is kept, with a

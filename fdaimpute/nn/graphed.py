@@ -66,6 +66,8 @@ def graph_unsupported(trainer, n_train):
     bases.append(getattr(getattr(module, "vt", None), "base_curves", None))
     if any(base is not None for base in bases):
         return "a statistical base is computed on the CPU"
+    if trainer.anchors == "two-sided":
+        return "two-sided anchors check their pattern on the host"
     if n_train < trainer.batch_size:
         return "fewer training subjects than batch_size"
     return None
