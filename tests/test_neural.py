@@ -298,6 +298,8 @@ def test_visible_weight_changes_what_the_network_learns(sim):
         ({"sand_lr": 0.0}, ValueError, "sand_lr"),
         ({"visible_weight": 1.5}, ValueError, "visible_weight"),
         ({"sand_init": "zeros"}, ValueError, "sand_init"),
+        ({"sand_smoothing": 0.0}, ValueError, "sand_smoothing"),
+        ({"sand_smoothing": "strong"}, ValueError, "sand_smoothing"),
         ({"regularizers": ["roughness"]}, TypeError, "penalty"),
         ({"batch_size": 2.5}, TypeError, "batch_size"),
     ],
@@ -320,7 +322,12 @@ def test_sand_init_sets_the_starting_layer(sim):
     # with a learning rate too small to learn anything, the fitted layer is
     # its starting point: "identity" passes a smooth curve through
     still = dict(
-        SAND_TINY, max_epochs=1, lr=1e-12, sand_head_dim=64, sand_encoding_dim=120
+        SAND_TINY,
+        max_epochs=1,
+        lr=1e-12,
+        sand_head_dim=64,
+        sand_encoding_dim=120,
+        sand_smoothing=1e-5,
     )
     grid = torch.linspace(0, 1, 101)
     curve = torch.sin(2 * np.pi * 3 * grid).unsqueeze(0)

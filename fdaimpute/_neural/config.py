@@ -186,4 +186,5 @@ SAND_CONSTRAINTS = {
     "anchors": [Options("mean", "two-sided"), None],
     "sand_lr": [Interval("real", 0, closed="neither"), None],
     "sand_init": [Options("identity", "random")],
+    "sand_smoothing": [Interval("real", 0, closed="neither"), Options("auto")],
 }
