@@ -74,30 +74,51 @@ class _SANDNoDetach(SANDImputer):
 
 #: SAND as main had it before issue 40: the closed-form start at ridge 1e-5,
 #: trained at the transformer's learning rate, nothing chosen after training.
-MAIN = {"sand_smoothing": 1e-5}
-#: name -> (settings, which models it changes, SAND's class). A variant of
-#: SAND's own settings refits SAND only; the table pairs it with VT's
-#: ``default`` row.
+MAIN = {"sand_smoothing": 1e-5, "sand_lr": 1e-3}
+#: name -> (settings, which models it changes, SAND's class). "main, x":
+#: main's SAND with one setting changed; "default, x": today's defaults with
+#: one setting changed. A variant of SAND's own settings refits SAND only;
+#: the table pairs it with VT's ``default`` row (``default, base=auto``
+#: where SAND has a base).
 VARIANTS = {
     "default": ({}, ("VT", "SAND"), SANDImputer),
     "main": (MAIN, ("SAND",), SANDImputer),
-    "visible_weight=1": ({**MAIN, "visible_weight": 1.0}, ("VT", "SAND"), SANDImputer),
-    "max_epochs=50": ({**MAIN, "max_epochs": 50}, ("VT", "SAND"), SANDImputer),
-    "max_epochs=200": ({**MAIN, "max_epochs": 200}, ("VT", "SAND"), SANDImputer),
-    "norm=batch": ({**MAIN, "norm": "batch"}, ("VT", "SAND"), SANDImputer),
-    "sand_lr=1e-4": ({**MAIN, "sand_lr": 1e-4}, ("SAND",), SANDImputer),
-    "sand_lr=1e-5": ({**MAIN, "sand_lr": 1e-5}, ("SAND",), SANDImputer),
-    "sand_init=random": ({"sand_init": "random"}, ("SAND",), SANDImputer),
-    "detach=False": (MAIN, ("SAND",), _SANDNoDetach),
-    "sand_smoothing=3e-4": ({"sand_smoothing": 3e-4}, ("SAND",), SANDImputer),
-    "auto, sand_lr=1e-5": ({"sand_lr": 1e-5}, ("SAND",), SANDImputer),
-    "base=auto": ({"base": "auto"}, ("VT", "SAND"), SANDImputer),
-    "base=auto, main": ({**MAIN, "base": "auto"}, ("SAND",), SANDImputer),
+    "main, visible_weight=1": (
+        {**MAIN, "visible_weight": 1.0},
+        ("VT", "SAND"),
+        SANDImputer,
+    ),
+    "main, max_epochs=50": ({**MAIN, "max_epochs": 50}, ("VT", "SAND"), SANDImputer),
+    "main, max_epochs=200": (
+        {**MAIN, "max_epochs": 200},
+        ("VT", "SAND"),
+        SANDImputer,
+    ),
+    "main, norm=batch": ({**MAIN, "norm": "batch"}, ("VT", "SAND"), SANDImputer),
+    "main, sand_lr=1e-4": ({**MAIN, "sand_lr": 1e-4}, ("SAND",), SANDImputer),
+    "main, sand_lr=1e-5": ({**MAIN, "sand_lr": 1e-5}, ("SAND",), SANDImputer),
+    "main, sand_init=random": (
+        {**MAIN, "sand_init": "random"},
+        ("SAND",),
+        SANDImputer,
+    ),
+    "main, detach=False": (MAIN, ("SAND",), _SANDNoDetach),
+    "default, sand_lr=1e-3": ({"sand_lr": 1e-3}, ("SAND",), SANDImputer),
+    "default, sand_smoothing=3e-4": (
+        {"sand_smoothing": 3e-4},
+        ("SAND",),
+        SANDImputer,
+    ),
+    "default, visible_weight=1": ({"visible_weight": 1.0}, ("SAND",), SANDImputer),
+    "default, base=auto": ({"base": "auto"}, ("VT", "SAND"), SANDImputer),
+    "main, base=auto": ({**MAIN, "base": "auto"}, ("SAND",), SANDImputer),
 }
 #: What the table shows for a SAND-only variant's VT.
 REFERENCE = "default"
 #: A SAND-only variant whose VT is fitted with a base.
-BASE_REFERENCE = "base=auto"
+BASE_REFERENCE = "default, base=auto"
+#: SAND-only variants whose VT is another variant's.
+VT_OF = {"default, visible_weight=1": "main, visible_weight=1"}
 VT_PARAMS = set(VTImputer().get_params())
 
 
@@ -138,7 +159,7 @@ def scores(truth, curves):
 def path_of(n, sparsity, seed, variant, model):
     """Where the row of one fit is saved."""
     name = f"n{n}_{sparsity.replace('-', '')}_s{seed}_{variant}_{model}.json"
-    return RESULTS / name.replace("=", "-")
+    return RESULTS / name.replace(", ", "+").replace("=", "-")
 
 
 def run_task(task):
@@ -236,6 +257,7 @@ def table(rows, n, variants=None):
             if "VT" not in VARIANTS[variant][1]:
                 based = "base" in VARIANTS[variant][0]
                 vt_variant = BASE_REFERENCE if based else REFERENCE
+                vt_variant = VT_OF.get(variant, vt_variant)
             pairs = [
                 (by_key[(sparsity, s, vt_variant, "VT")], sand)
                 for (sp, s, v, m), sand in sorted(by_key.items())

@@ -184,15 +184,18 @@ class SANDImputer(_NeuralImputer):
         released code's anchors; the curve passes through ``T~`` at observed
         points and its derivative jumps there).
     sand_lr : float, default=None
-        Peak learning rate of the SAND layer's parameters (default:
-        ``lr``); the transformer keeps ``lr``.
+        Peak learning rate of the SAND layer's parameters (the transformer
+        keeps ``lr``). None: the preset's, ``1e-5`` in the CPU preset (at
+        the transformer's rate the layer overfit and made the curves
+        rougher than VT's, ``docs/neural.md``), the transformer's ``lr`` in
+        the others.
     sand_init : {{"identity", "random"}}, default="identity"
         SAND's starting weights. ``"identity"``: solved in closed form so
         that SAND starts by passing ``T~`` through its smooth span (see
         :meth:`~fdaimpute.nn.SANDLayer.init_identity`) and training only
         has to learn the correction; ``"random"``: PyTorch's default
         initialisation (the paper's).
-    sand_smoothing : float or "auto", default="auto"
+    sand_smoothing : float or "auto", default=None
         How much SAND's closed-form start smooths ``T~``: the ridge of its
         least-squares problem, relative to its largest squared singular
         value (larger damps more high frequencies). A number: SAND starts
@@ -200,8 +203,10 @@ class SANDImputer(_NeuralImputer):
         after the epochs, the trained layer and the closed-form starts at
         ridges ``1e-5`` to ``1e-2`` are compared on the validation
         subjects' hidden points and the best is kept (``sand_smoothing_``).
-        Only used with ``sand_init="identity"``; without validation
-        subjects, ``"auto"`` keeps the trained layer.
+        None: the preset's, ``"auto"`` in the CPU preset and ``1e-5`` (the
+        start of earlier versions) in the others. Only used with
+        ``sand_init="identity"``; without validation subjects, ``"auto"``
+        keeps the trained layer.
 
     Attributes
     ----------{COMMON_ATTRS_DOC}
@@ -304,7 +309,8 @@ class SANDImputer(_NeuralImputer):
         """The ridge of SAND's closed-form start (``sand_smoothing``)."""
         from fdaimpute.nn.sand_smoothing import AUTO_START
 
-        return AUTO_START if self.sand_smoothing == "auto" else self.sand_smoothing
+        smoothing = self._config()["sand_smoothing"]
+        return AUTO_START if smoothing == "auto" else smoothing
 
     def _anchor_rule(self):
         return self.anchors
@@ -316,8 +322,9 @@ class SANDImputer(_NeuralImputer):
         return SANDTrainer
 
     def _trainer_options(self):
-        choose = self.sand_init == "identity" and self.sand_smoothing == "auto"
-        return {"sand_lr": self.sand_lr, "smoothing": "auto" if choose else None}
+        cfg = self._config()
+        choose = self.sand_init == "identity" and cfg["sand_smoothing"] == "auto"
+        return {"sand_lr": cfg["sand_lr"], "smoothing": "auto" if choose else None}
 
     def _record(self, trainer, module, offset, warm):
         super()._record(trainer, module, offset, warm)
@@ -347,7 +354,7 @@ class SANDImputer(_NeuralImputer):
         anchors=None,
         sand_lr=None,
         sand_init="identity",
-        sand_smoothing="auto",
+        sand_smoothing=None,
         max_epochs=None,
         batch_size=None,
         lr=None,
