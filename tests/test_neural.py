@@ -271,6 +271,12 @@ def test_presets_and_explicit_overrides():
     assert PRESETS["cpu"]["max_epochs"] < PRESETS["paper"]["max_epochs"]
     # the paper scores all points alike
     assert cfg["visible_weight"] == 1.0
+    # SAND's layer: slow and its smoothing chosen on held-out points in the
+    # CPU preset; at the transformer's rate from main's start elsewhere
+    assert cfg["sand_lr"] is None and cfg["sand_smoothing"] == 1e-5
+    cpu = SANDImputer(sand_lr=1e-3)._config()
+    assert cpu["sand_smoothing"] == "auto" and cpu["sand_lr"] == 1e-3
+    assert SANDImputer()._config()["sand_lr"] == PRESETS["cpu"]["sand_lr"] == 1e-5
 
 
 def test_visible_weight_changes_what_the_network_learns(sim):
@@ -313,7 +319,8 @@ def test_bad_parameters_raise_clear_errors(sim, params, error, match):
 
 def test_sand_lr_trains_the_sand_layer_at_its_own_rate(sim):
     base = SANDImputer(**SAND_TINY).fit(sim.train.data)
-    same = SANDImputer(**SAND_TINY, sand_lr=base._config()["lr"]).fit(sim.train.data)
+    rate = base._config()["sand_lr"]
+    same = SANDImputer(**SAND_TINY, sand_lr=rate).fit(sim.train.data)
     fast = SANDImputer(**SAND_TINY, sand_lr=1e-2).fit(sim.train.data)
     assert_allclose(same.transform(sim.test.data), base.transform(sim.test.data))
     assert not np.allclose(fast.transform(sim.test.data), base.transform(sim.test.data))
