@@ -275,10 +275,17 @@ def table(rows, n, variants=None):
             for key, label in (("mse", "MSE"), ("tv", "TV"), ("rough", "rough")):
                 vt = np.array([p[0][key] for p in pairs])
                 sand = np.array([p[1][key] for p in pairs])
-                line[f"VT {label}"] = f"{vt.mean():.1f}"
-                line[f"SAND {label}"] = f"{sand.mean():.1f}"
+                fmt = ".2f" if key == "rough" else ".1f"
+                line[f"VT {label}"] = format(vt.mean(), fmt)
+                line[f"SAND {label}"] = format(sand.mean(), fmt)
                 line[f"SAND/VT {label}"] = _mean_range(sand / vt, ".3f")
             line["SAND fit s"] = f"{np.mean([p[1]['fit s'] for p in pairs]):.0f}"
+            settings = VARIANTS[variant][0]
+            if settings.get("sand_smoothing", "auto") == "auto":
+                line["ridge"] = " ".join(
+                    "layer" if p[1]["smoothing"] is None else f"{p[1]['smoothing']:g}"
+                    for p in pairs
+                )
             if variant.startswith("base"):
                 kept = [f"{int(p[0]['kept'])}{int(p[1]['kept'])}" for p in pairs]
                 line["kept (VT, SAND)"] = " ".join(kept)
@@ -298,6 +305,8 @@ def table(rows, n, variants=None):
         "SAND/VT rough",
         "SAND fit s",
     ]
+    if any("ridge" in line for line in lines):
+        columns.append("ridge")
     if any("kept (VT, SAND)" in line for line in lines):
         columns.append("kept (VT, SAND)")
     return markdown_table(lines, columns)
