@@ -244,7 +244,9 @@ def main(argv=None):
     parser.add_argument("--write", action="store_true", help="update benchmarks.md")
     args = parser.parse_args(argv)
     if args.load_rows:
-        rows = [r for path in args.load_rows for r in json.loads(Path(path).read_text())]
+        rows = [
+            r for path in args.load_rows for r in json.loads(Path(path).read_text())
+        ]
     else:
         rows = []
         for name in args.datasets:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fdaimpute._face.bands import held_out_bands
 from fdaimpute._face.predict import SplineModelPredictor
 from fdaimpute._linalg import one_blas_thread
 from fdaimpute._mfpca.fit import fit_mfpca
@@ -207,12 +208,27 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
                 data.times, data.values, data.offsets, self.time_range_, options
             )
         model = self._model = result.model
+        self.noise_variance_ = model.noise_variance
+        refit = dict(options, n_basis=model.cov_knots.size - model.degree - 1)
+        refit["n_components"] = model.n_components
+        with one_blas_thread():
+            model.band_weight, model.band_misfit, scale = held_out_bands(
+                data.times,
+                data.values,
+                data.offsets,
+                self.time_range_,
+                refit,
+                fit_mfpca,
+                model.noise_variance,
+                tune_noise=True,
+            )
+        model.noise_variance *= scale
+        self.predictor_noise_variance_ = model.noise_variance
         grid = self.grid_
         self.mean_ = model.mean_at(grid)
         self.covariance_ = model.covariance_on(grid)
         self.eigenvalues_ = model.eigenvalues.copy()
         self.eigenfunctions_ = model.eigenfunctions_at(grid)
-        self.noise_variance_ = model.noise_variance
         self.n_components_ = model.n_components
         self.n_basis_ = model.cov_knots.size - model.degree - 1
         self.loglik_, self.start_loglik_ = result.loglik, result.start_loglik

@@ -65,6 +65,28 @@ def calibrate_bands(visible, hidden, lam, sigma2, k, observation_noise=None):
     misfit : float
         ``tau^2 >= 0``, in squared data units.
     """
+    terms = band_terms(visible, hidden, lam, sigma2, k)
+    noise = sigma2 if observation_noise is None else observation_noise
+    return fit_band_weights(*terms, noise, lam.size > k)
+
+
+def band_terms(visible, hidden, lam, sigma2, k):
+    """Each hidden point's residual and the two variance terms of its band.
+
+    Parameters
+    ----------
+    visible, hidden, lam, sigma2, k
+        As in :func:`calibrate_bands`.
+
+    Returns
+    -------
+    resid : ndarray of shape (n_hidden,)
+        Hidden residual less the prediction of the ``k``-component model.
+    kept : ndarray of shape (n_hidden,)
+        Posterior variance of the ``k``-component curve there (``A``).
+    left_out : ndarray of shape (n_hidden,)
+        What the components beyond ``k`` add (``B``).
+    """
     r_fit, b_fit, off_fit = visible
     r_new, b_new, off_new = hidden
     rest_lam = lam[k:]
@@ -87,22 +109,49 @@ def calibrate_bands(visible, hidden, lam, sigma2, k, observation_noise=None):
         - 2.0 * np.einsum("hk,hjk,hj->h", phi, weighted, psi)
         + (psi**2) @ rest_lam
     )
+    return resid, kept, left_out
 
+
+def fit_band_weights(resid, kept, left_out, noise, has_rest=True):
+    """``(w, tau^2)`` maximising the Gaussian likelihood of hidden residuals.
+
+    Parameters
+    ----------
+    resid, kept, left_out : ndarray of shape (n_hidden,)
+        As returned by :func:`band_terms`.
+    noise : float
+        Measurement-noise variance of a hidden observation.
+    has_rest : bool, default=True
+        Whether components were left out (otherwise ``w`` is 1).
+
+    Returns
+    -------
+    weight, misfit : float
+    """
     scale = max(float(np.mean(resid**2)), 1e-300)
-    noise = sigma2 if observation_noise is None else observation_noise
 
     def neg_loglik(params):
         w, tau2 = params
         var = np.maximum(kept + w * left_out + tau2 * scale + noise, 1e-300)
-        return float(np.mean(np.log(var) + resid**2 / var))
+        # the analytic gradient makes the optimum exact to rounding
+        slope = (1.0 / var - resid**2 / var**2) / var.size
+        value = float(np.mean(np.log(var) + resid**2 / var))
+        return value, np.array([slope @ left_out, slope.sum() * scale])
 
     starts = [(1.0, 0.0), (0.0, 0.0), (0.5, 0.5)]
     fits = [
-        minimize(neg_loglik, x0, method="L-BFGS-B", bounds=[(0.0, 1.0), (0.0, None)])
+        minimize(
+            neg_loglik,
+            x0,
+            method="L-BFGS-B",
+            jac=True,
+            bounds=[(0.0, 1.0), (0.0, None)],
+            options={"ftol": 1e-15, "gtol": 1e-12},
+        )
         for x0 in starts
     ]
     best = min(fits, key=lambda fit: fit.fun)
-    weight = float(best.x[0]) if rest_lam.size else 1.0
+    weight = float(best.x[0]) if has_rest else 1.0
     return weight, float(best.x[1]) * scale
 
 
