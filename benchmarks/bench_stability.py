@@ -168,7 +168,8 @@ def run_dataset(name, args):
         )
         base = pooled_mean_rmse(visible, hidden)
         for method in args.methods:
-            seeds = range(args.seeds) if has_seed(method) else [0]
+            n_seeds = args.auto_seeds if method == "Auto" else args.seeds
+            seeds = range(n_seeds) if has_seed(method) else [0]
             for seed in seeds:
                 row = one_fit(method, seed, visible, hidden, rows)
                 row.update(
@@ -237,6 +238,12 @@ def main(argv=None):
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument(
+        "--auto-seeds",
+        type=int,
+        default=20,
+        help="seeds of the chooser (each fit costs about four of each method)",
+    )
     parser.add_argument("--splits", type=int, default=2)
     parser.add_argument("--first-split", type=int, default=0)
     parser.add_argument("--save-rows", help="write the per-fit rows to this JSON")

@@ -108,7 +108,8 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
     predictor_noise_variance_ : float
         The noise variance the predictor uses: the raw variances less the
         surface's diagonal, which also carries variation the surface cannot
-        follow.
+        follow, times the factor (1, 2, 4, ..., 32) that best predicts the
+        held-out points of the bands (see Notes).
     n_components_ : int
         Number of components ``K`` (0 if the data show no variation
         between subjects: every curve is then the mean).
@@ -146,7 +147,9 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
     curve's error: the scores' posterior covariance, the variance of the
     positive components beyond ``K`` (predicted as zero) and the model's own
     error. The last two are weighed, as in PACE, on points hidden from a
-    refit (up to 3,000 subjects, a fifth of each one's points); the hidden
+    refit (up to 3,000 subjects, a fifth of each one's points; on small data
+    every point once over five folds), which also choose the factor of the
+    predictor's noise variance; the hidden
     points' noise is ``noise_variance_``, so the variance the surface leaves
     on its diagonal goes to the curve's band (the posterior SD alone where
     the data cannot be refitted without the hidden points, e.g. two points

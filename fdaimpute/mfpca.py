@@ -49,7 +49,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         that many equally spaced points, an array those times.
     n_basis : int or "auto", default="auto"
         B-splines ``M`` spanning the eigenfunctions (equally spaced knots
-        over the training range), or the size among 8, 12, 16 and 20 whose
+        over the training range), or the size among 6, 8, 12, 16 and 20 whose
         best rank has the least criterion (BIC, or the approximate
         leave-one-curve-out score when ``n_components="cv"``), trying them
         in turn and stopping at the first increase (the mean does not
@@ -92,6 +92,10 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         Unit L2 norm over the range, mutually orthogonal.
     noise_variance_ : float
         Maximum-likelihood measurement-error variance.
+    predictor_noise_variance_ : float
+        The noise variance the predictor uses: ``noise_variance_`` times the
+        factor (1, 2, 4, ..., 32) that best predicts points hidden from
+        refits of the model (see Notes).
     n_components_ : int
     n_basis_ : int
         Basis size used.
@@ -123,9 +127,14 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
     ``E_i^T r_i`` and ``r_i^T r_i`` only, and Woodbury's identity reduces
     its covariance to a ``K x K`` system, so one evaluation costs
     ``O(n M^2 K)`` on stacked arrays, whatever the number of observations
-    per subject. ``return_std`` gives the posterior standard deviation of
-    the curve under the fitted model (no allowance for the model's own
-    error). A band for a new observation adds ``noise_variance_``.
+    per subject. After the fit, the model is refitted at its basis size and
+    rank with points hidden (every point once over five folds on small data);
+    the hidden points choose the predictor's noise variance (a likelihood
+    fit on a few hundred sparse subjects can put noise into the covariance,
+    and curves then swing between visits) and weigh what the bands add to
+    the posterior variance: the left-out components' share and the model's
+    own error, as for FACE. A band for a new observation adds
+    ``noise_variance_``.
 
     The approximate leave-one-curve-out score is a first-order expansion:
     leaving curve ``i`` out moves the fit by about ``I^-1 g_i``. With few
