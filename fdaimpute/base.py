@@ -9,8 +9,8 @@ from fdaimpute._coerce import check_not_datetime
 from fdaimpute._input import InputMixin
 from fdaimpute._interpolate import interpolate_rows
 from fdaimpute._output import OutputMixin
-from fdaimpute._plausible import value_range, warn_implausible
 from fdaimpute._params import Boolean, validate_params
+from fdaimpute._plausible import value_range, warn_implausible
 from fdaimpute._query import QueryMixin, _is_ragged
 from fdaimpute._validation import (
     check_extrapolate,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._conditional import ConditionalScorePredictor
 from fdaimpute._linalg import one_blas_thread
@@ -216,7 +217,11 @@ default="cv"
     eigenvalues of the smoothed surface), which the predictor sets to zero,
     and of the model's own error; the held-out points weigh both (see
     ``fdaimpute/_pace/heldout.py``). A band for a new observation adds
-    ``noise_variance_``. With
+    ``noise_variance_``. Where the held-out points show the predictive
+    variance changing over the time range (a likelihood-ratio test over a
+    factor linear between the start, middle and end of the range), both the
+    curve's variance and the noise variance follow that factor
+    (``cv_results_["band_profile"]``; :meth:`noise_variance_at`). With
     ``fdapace_compat`` the SD is the posterior SD of the ``K`` scores alone.
 
     *Scalability.* The raw covariances are never materialised: each
@@ -502,6 +507,29 @@ default="cv"
             self._numerics, self._model = _fit.model_from_pickled_state(
                 self.__dict__, params
             )
+
+    def noise_variance_at(self, times):
+        """The measurement-noise variance of a new observation at ``times``.
+
+        ``noise_variance_`` times the bands' time profile (1 everywhere
+        unless the held-out points showed the predictive variance changing
+        over the time range; see Notes). A prediction interval for a new
+        observation at ``t`` has standard deviation
+        ``sqrt(sd(t)^2 + noise_variance_at(t))``, ``sd`` from
+        ``transform(X, return_std=True)``.
+
+        Parameters
+        ----------
+        times : array-like
+            Times (any shape).
+
+        Returns
+        -------
+        ndarray of the shape of ``times``
+        """
+        check_is_fitted(self, "noise_variance_")
+        times = np.asarray(times, dtype=np.float64)
+        return self.noise_variance_ * self._model.band_factor(times)
 
     # ------------------------------------------------------------------ #
     # the fitted model's pieces, for ConditionalScorePredictor

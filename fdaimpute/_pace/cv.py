@@ -17,6 +17,7 @@ import numpy as np
 from fdaimpute._interpolate import spline_columns
 from fdaimpute._pace.binning import regular_step
 from fdaimpute._pace.heldout import (
+    band_profile,
     band_terms,
     calibrate_bands,
     fit_band_weights,
@@ -291,11 +292,17 @@ class _Folds:
         """``(w, tau^2)`` of the bands from the hidden points of every fold."""
         terms = [e.band_terms(along, across, sigma2, k) for e in self.evaluators]
         if any(t is None for t in terms):
-            return 1.0, 0.0
+            return 1.0, 0.0, None
         joined = [np.concatenate(parts) for parts in zip(*terms)]
         noise = sigma2 if observation_noise is None else observation_noise
         has_rest = any(e.max_k > k for e in self.evaluators) and joined[2].any()
-        return fit_band_weights(*joined, noise, has_rest)
+        weight, misfit = fit_band_weights(*joined, noise, has_rest)
+        resid, kept, left_out = joined
+        variance = kept + weight * left_out + misfit + noise
+        times = np.concatenate([e.t_new for e in self.evaluators])
+        grid = self.evaluators[0].work_grid
+        profile = band_profile(times, resid, variance, (grid[0], grid[-1]))
+        return weight, misfit, profile
 
     def __call__(self, along, across):
         """Mean squared error of all hidden points for each ``K = 1..max_k``."""
@@ -550,7 +557,9 @@ def select_on_folds(
         n_folds=len(folds),
     )
     if bands is not None:
-        results["rest_weight"], results["misfit_variance"] = bands
+        results["rest_weight"], results["misfit_variance"], profile = bands
+        if profile is not None:
+            results["band_profile"] = profile
     if tune_noise:
         results["noise_variance"], results["noise_floor"] = noise, obs_floor
         results["noise_candidates"], results["noise_scores"] = noise_scores
