@@ -249,6 +249,13 @@ def main(argv=None):
     parser.add_argument("--save-rows", help="write the per-fit rows to this JSON")
     parser.add_argument("--load-rows", nargs="+", help="table saved rows instead")
     parser.add_argument("--write", action="store_true", help="update benchmarks.md")
+    parser.add_argument(
+        "--section", default="stability", help="section of benchmarks.md to write"
+    )
+    parser.add_argument(
+        "--title", default="Stability of single fits on small real data"
+    )
+    parser.add_argument("--note", default="", help="a line to add under the table")
     args = parser.parse_args(argv)
     if args.load_rows:
         rows = [
@@ -266,13 +273,14 @@ def main(argv=None):
     print(machine())
     if args.write:
         write_section(
-            "stability",
-            "Stability of single fits on small real data",
+            args.section,
+            args.title,
             "Per data set and imputer (defaults): held-out RMSE over the pooled "
             "mean's, its spread over seeds (max / min), fits with an absurd curve, "
             "95% prediction-interval coverage of held-out values by thirds of the "
             "time range (see the docstring of `benchmarks/bench_stability.py`).\n\n"
-            + text,
+            + text
+            + ("\n\n" + args.note if args.note else ""),
         )
 
 

@@ -19,7 +19,6 @@ from fdaimpute._pace.binning import regular_step
 from fdaimpute._pace.heldout import (
     band_profile,
     band_terms,
-    calibrate_bands,
     fit_band_weights,
     noise_floor,
     one_standard_error_k,
@@ -212,21 +211,6 @@ class _Evaluator:
         out[:, : lam.size] = np.where(np.isfinite(err), err, np.inf)
         return out
 
-    def calibrate_bands(self, along, across, sigma2, k, observation_noise=None):
-        """``(w, tau^2)`` of the bands at ``k`` components (see ``heldout.py``)."""
-        parts = self._components(along, across)
-        if parts is None:
-            return 1.0, 0.0
-        _, lam, b_fit, b_new = parts
-        return calibrate_bands(
-            (self.r_fit, b_fit, self.off_fit),
-            (self.r_new, b_new, self.off_new),
-            lam,
-            sigma2,
-            min(k, lam.size),
-            observation_noise,
-        )
-
     def band_terms(self, along, across, sigma2, k):
         """Hidden residuals and variance terms of the bands (see ``heldout.py``)."""
         parts = self._components(along, across)
@@ -289,7 +273,11 @@ class _Folds:
         return None if any(p is None for p in parts) else float(np.mean(parts))
 
     def calibrate_bands(self, along, across, sigma2, k, observation_noise=None):
-        """``(w, tau^2)`` of the bands from the hidden points of every fold."""
+        """``(w, tau^2, profile)`` of the bands from every fold's hidden points.
+
+        ``profile`` is the time profile of :func:`~fdaimpute._pace.heldout.
+        band_profile` (None when a fold fails).
+        """
         terms = [e.band_terms(along, across, sigma2, k) for e in self.evaluators]
         if any(t is None for t in terms):
             return 1.0, 0.0, None
