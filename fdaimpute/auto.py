@@ -37,7 +37,7 @@ class AutoImputer(BaseImputer):
     with some of their observations hidden and predicts the hidden ones;
     the candidate with the least mean squared error over the hidden points
     is then fitted on all the data and does the imputing. The hidden points
-    are whole folds of :func:`fdaimpute._pace.cv.heldout_folds`: each
+    are whole folds of PACE's held-out points (``docs/pace.md``, step 7): each
     observation of a subject (with at least two) belongs to one of five
     folds, a fold hiding at most one in five of a subject's points and at
     least one; ``n_folds`` of them are used (one draw of a fifth of the

@@ -367,5 +367,5 @@ def test_fit_refuses_methods_that_cannot_share_processes(
 ):
     path, _ = long_csv
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(SystemExit, match="pace does not train across processes"):
+    with pytest.raises(SystemExit, match="auto does not train across processes"):
         main(["fit", str(path), "--save", str(tmp_path / "m.fdai"), *NAMES[:6]])
