@@ -171,7 +171,8 @@ def test_auto_imputer_chooses_and_round_trips(tmp_path):
     auto = fi.AutoImputer(random_state=0).fit(data)
     assert auto.method_ in ("pace", "face", "mfpca", "kernel")
     assert set(auto.cv_scores_) == {"pace", "face", "mfpca", "kernel"}
-    assert auto.cv_scores_[auto.method_] == min(auto.cv_scores_.values())
+    best = min(auto.cv_scores_, key=auto.cv_scores_.get)
+    assert auto.method_ in (best, "pace")  # PACE unless beaten by a standard error
     np.testing.assert_allclose(
         auto.transform(data), auto.estimator_.transform(data), rtol=1e-12
     )
