@@ -268,7 +268,7 @@ class _NoiseSums:
         half = np.concatenate([e[1] for e in self.edge])
         need = self.keep - int(self.sums[0])
         width = np.partition(lag, need - 1)[need - 1]
-        kept = lag <= width
+        kept = lag <= width * (1.0 + 1e-9)  # ties but for rounding, as in fit
         part = power_sums(lag[kept], half[kept])
         sums = np.concatenate([self.sums[:7] + part[:7], [min(self.sums[7], part[7])]])
         return intercept_from_sums(sums, width)
