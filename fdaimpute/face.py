@@ -259,6 +259,7 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
                 fit_face,
                 observation_noise,
                 tune_noise=True,
+                noise_variance=model.noise_variance,
             )
         model.noise_variance *= scale
         self._model = model

@@ -230,6 +230,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
                 fit_mfpca,
                 model.noise_variance,
                 tune_noise=True,
+                noise_variance=model.noise_variance,
             )
         model.noise_variance *= scale
         self.predictor_noise_variance_ = model.noise_variance
