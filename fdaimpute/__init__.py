@@ -15,6 +15,7 @@ from fdaimpute import (
     simulate,
     tuning,
 )
+from fdaimpute.auto import AutoImputer
 from fdaimpute.base import BaseImputer
 from fdaimpute.cnp import CNPImputer
 from fdaimpute.data import IrregularData
@@ -30,6 +31,7 @@ from fdaimpute.pace import PACEImputer
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AutoImputer",
     "BaseImputer",
     "CNPImputer",
     "FACEImputer",
