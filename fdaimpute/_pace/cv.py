@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 
 from fdaimpute._interpolate import spline_columns
+from fdaimpute._linalg import run_tasks
 from fdaimpute._pace.binning import regular_step
 from fdaimpute._pace.heldout import (
     band_profile,
@@ -147,7 +148,7 @@ class _Evaluator:
         raw = moments.diag_total.sum() / max(moments.diag_count.sum(), 1.0)
         self.noise_floor = SEARCH_NOISE_FLOOR * max(raw, 0.0)
         self.cache = {}
-        self.components = {}
+        self.latest = None
         work_grid = numerics.work_grid
         self.work_grid = work_grid
         both = np.clip(
@@ -158,26 +159,32 @@ class _Evaluator:
         self.inv_fit, self.inv_new = inverse[:n_fit], inverse[n_fit:]
 
     def _components(self, along, across):
-        """``sigma^2``, eigenvalues and the basis at the validation times (cached)."""
+        """``sigma^2``, eigenvalues and the basis at the validation times (cached).
+
+        The bases are large: only the latest is kept (one assignment, so
+        that candidates scored on several threads at once stay consistent).
+        """
         key = (float(f"{along:.12g}"), float(f"{across:.12g}"))
-        if key not in self.components:
-            self.components.clear()  # the bases are large: keep the latest only
-            num = self.numerics
-            try:
-                cov = num.smooth(self.moments, (along, across), self.smoother)
-                sigma2 = num.noise_variance(self.moments, cov, (along, across))
-                values, phi = num.eigen(cov, self.max_k)
-            except (ValueError, np.linalg.LinAlgError):
-                self.components[key] = None
-                return None
+        latest = self.latest
+        if latest is not None and latest[0] == key:
+            return latest[1]
+        num = self.numerics
+        try:
+            cov = num.smooth(self.moments, (along, across), self.smoother)
+            sigma2 = num.noise_variance(self.moments, cov, (along, across))
+            values, phi = num.eigen(cov, self.max_k)
+        except (ValueError, np.linalg.LinAlgError):
+            value = None
+        else:
             at_unique = spline_columns(self.work_grid, phi, self.unique_times)
-            self.components[key] = (
+            value = (
                 sigma2,
                 values[: phi.shape[1]],
                 at_unique[self.inv_fit],
                 at_unique[self.inv_new],
             )
-        return self.components[key]
+        self.latest = (key, value)
+        return value
 
     def squared_errors(self, along, across, sigma2=None):
         """Squared errors of the hidden points for each ``K`` (``inf`` if it fails).
@@ -575,12 +582,12 @@ def _search(score, centres, work_grid, n_pairs):
     h_dense = span * np.sqrt(20.0 / (2 * np.pi * max(n_pairs, 1.0)))
     best = (np.inf, None)
     sweep = np.geomspace(min(max(h_min, h_dense), span / 8), span / 2, 7)
-    for along, across in [(h, h) for h in sweep] + [
-        (min(ANISOTROPY * h, h_max), h) for h in sweep
-    ]:
-        s = score(along, across)
+    candidates = [(h, h) for h in sweep]
+    candidates += [(min(ANISOTROPY * h, h_max), h) for h in sweep]
+    # the sweep's candidates are independent: scored on the cores at once
+    for cand, s in zip(candidates, run_tasks(score, candidates)):
         if s < best[0]:
-            best = (s, (along, across))
+            best = (s, cand)
     if best[1] is None:
         raise ValueError(
             "the covariance cannot be smoothed for any candidate bandwidth; "
