@@ -11,6 +11,7 @@ quantity PACE is used for.
 from __future__ import annotations
 
 import numbers
+import threading
 
 import numpy as np
 
@@ -123,6 +124,11 @@ def ragged_subset(mask, offsets, val):
     return np.concatenate([[0], np.cumsum(per)]), idx
 
 
+#: Squared-error tables an evaluator keeps (one per bandwidth and noise
+#: variance; each is hidden points x max_k).
+ERROR_CACHE = 8
+
+
 class _Evaluator:
     """Scores of candidate bandwidths on the held-out points (cached).
 
@@ -149,6 +155,8 @@ class _Evaluator:
         self.noise_floor = SEARCH_NOISE_FLOOR * max(raw, 0.0)
         self.cache = {}
         self.latest = None
+        self.errors = {}
+        self.lock = threading.Lock()
         work_grid = numerics.work_grid
         self.work_grid = work_grid
         both = np.clip(
@@ -207,6 +215,19 @@ class _Evaluator:
             return None
         moment, lam, b_fit, b_new = parts
         s2 = max(moment, self.noise_floor) if sigma2 is None else sigma2
+        key = (float(f"{along:.12g}"), float(f"{across:.12g}"), float(s2))
+        with self.lock:
+            known = self.errors.get(key)  # the noise search's winner comes back
+        if known is not None:
+            return known
+        out = self._squared_errors(lam, b_fit, b_new, s2)
+        with self.lock:
+            if len(self.errors) >= ERROR_CACHE:
+                self.errors.pop(next(iter(self.errors)))
+            self.errors[key] = out
+        return out
+
+    def _squared_errors(self, lam, b_fit, b_new, s2):
         out = np.full((self.t_new.size, self.max_k), np.inf)
         try:
             pred = cumulative_predictions(

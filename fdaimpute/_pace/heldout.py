@@ -31,6 +31,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import norm
 
+from fdaimpute._linalg import run_tasks
 from fdaimpute._pace.scores import posterior_scores
 
 NOISE_CANDIDATES = 12
@@ -182,9 +183,13 @@ def noise_floor(evaluator, along, across, k_fixed):
     larger = raw * np.geomspace(1e-3, 0.5, NOISE_CANDIDATES)
     candidates = np.concatenate([[moment], larger[larger > moment]])
     scores = np.empty(candidates.size)
-    for j, s2 in enumerate(candidates):
-        by_k = evaluator.squared_errors(along, across, s2).mean(axis=0)
-        scores[j] = by_k[min(k_fixed, by_k.size) - 1] if k_fixed else by_k.min()
+
+    def by_k(s2):
+        return evaluator.squared_errors(along, across, s2).mean(axis=0)
+
+    # independent candidates: scored on the cores at once
+    for j, mse in enumerate(run_tasks(by_k, [(s2,) for s2 in candidates])):
+        scores[j] = mse[min(k_fixed, mse.size) - 1] if k_fixed else mse.min()
     best = int(np.argmin(scores))
     floor = MOMENT_FLOOR * moment
     return (
