@@ -94,4 +94,3 @@ def run_tasks(function, tasks):
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(work, tasks))
-
