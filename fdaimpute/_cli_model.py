@@ -68,8 +68,9 @@ def add_fit_command(sub):
     fit.add_argument("--save", required=True, metavar="FILE", help="model file")
     fit.add_argument(
         "--method",
-        default="pace",
-        help="kernel, pace, face, mfpca, mice, gain, cnp, vt or sand (default pace)",
+        default="auto",
+        help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt or sand "
+        "(default auto: the best of pace, face, mfpca and kernel on held-out points)",
     )
     fit.add_argument(
         "--grid",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import cache
 
 import numpy as np
@@ -43,3 +44,53 @@ def one_blas_thread():
     costs milliseconds: it scans the loaded shared objects).
     """
     return _blas_controller().limit(limits=1, user_api="blas")
+
+
+#: Subjects per task when batched solves are shared among threads.
+CHUNK_SUBJECTS = 512
+
+
+def n_workers():
+    """Threads for batched solves: the cores this process may use."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def chunks_by_count(offsets, size=CHUNK_SUBJECTS):
+    """:func:`group_by_count`, each group cut into pieces of ``size`` subjects."""
+    for rows, obs in group_by_count(offsets):
+        for start in range(0, rows.size, size):
+            yield rows[start : start + size], obs[start : start + size]
+
+
+_WORKER = threading.local()
+
+
+def run_tasks(function, tasks):
+    """``function(*task)`` for every task, on the available cores.
+
+    NumPy's batched linear algebra releases the interpreter lock, so tasks
+    run in parallel on threads (each with one BLAS thread, see
+    :func:`one_blas_thread`). The results come back in the tasks' order.
+    Called from inside a task, it runs the new tasks in that thread: the
+    cores are busy already.
+    """
+    tasks = list(tasks)
+    workers = min(n_workers(), len(tasks))
+    if workers <= 1 or getattr(_WORKER, "busy", False):
+        return [function(*task) for task in tasks]
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(task):
+        _WORKER.busy = True
+        try:
+            return function(*task)
+        finally:
+            _WORKER.busy = False
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(work, tasks))

@@ -8,6 +8,7 @@ import numpy as np
 
 from fdaimpute._coerce import check_not_datetime, is_datetime_like
 from fdaimpute._ids import subject_label
+from fdaimpute._plausible import allow_observations_near_range
 from fdaimpute.data import IrregularData
 
 LONG_COLUMNS = ("id", "time", "value")
@@ -207,12 +208,16 @@ def rounding_slack(time_range):
 
 
 def check_in_range(data, time_range, *, extrapolate):
-    """Raise if an observation time lies outside the fitted time range.
+    """Raise if an observation time lies far outside the fitted time range.
 
     With ``extrapolate`` True or ``"clip"`` such observations are allowed and
-    used at their own times.
+    used at their own times. Without, observations up to a tenth of the
+    range beyond it are used too, with a warning that says how far
+    (:func:`fdaimpute._plausible.allow_observations_near_range`).
     """
     if extrapolate or len(data) == 0:
+        return
+    if allow_observations_near_range(data, time_range):
         return
     lo, hi = time_range
     slack = rounding_slack(time_range)
@@ -222,8 +227,9 @@ def check_in_range(data, time_range, *, extrapolate):
         i = int(data.subject_index[j])
         raise ValueError(
             f"{subject_label(data.ids, i)} is observed at time "
-            f"{data.times[j]:g}, outside the training range [{lo:g}, {hi:g}]; "
-            "pass extrapolate=True (or extrapolate='clip') to allow it"
+            f"{data.times[j]:g}, outside the training range [{lo:g}, {hi:g}] "
+            "by more than a tenth of its length; pass extrapolate=True (or "
+            "extrapolate='clip') to allow it"
         )
 
 

@@ -10,6 +10,7 @@ from fdaimpute._input import InputMixin
 from fdaimpute._interpolate import interpolate_rows
 from fdaimpute._output import OutputMixin
 from fdaimpute._params import Boolean, validate_params
+from fdaimpute._plausible import value_range, warn_implausible
 from fdaimpute._query import QueryMixin, _is_ragged
 from fdaimpute._validation import (
     check_extrapolate,
@@ -60,6 +61,10 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
     of a matrix are denoised too, not copied. Pass ``keep_observed=True`` to
     put the observed value back wherever a grid time equals one of the
     subject's observation times (its standard deviation is then 0).
+    ``transform`` warns, naming the subject, when a curve leaves the range
+    of the training values (``value_range_``) widened by half of it inside
+    the observed time range (or the subject's own values' range so widened,
+    where they reach farther).
 
     Output times may lie slightly outside the training range (half the
     grid's end spacing, at most 5% of the range) without error; beyond
@@ -67,6 +72,9 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
     ``extrapolate="clip"`` holds each curve at its value at the nearest end
     of the range (derivative 0 there). Both also accept new subjects
     observed outside the range, using those observations as they are.
+    Without them, new subjects observed up to a tenth of the range beyond
+    it are imputed too, their observations used as they are, with a
+    warning that says how far.
     """
 
     # Every parameter's accepted values (see fdaimpute._params); subclasses
@@ -106,6 +114,7 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             extrapolate = self._extrapolation()
             data = self._validate_input(X, reset=True)
             self.time_range_ = data.time_range
+            self.value_range_ = value_range(data.values)
             dense_times = getattr(self, "dense_times_", None)
             grid = resolve_grid(self.grid, self.time_range_, dense_times)
             check_times_in_range(grid, self.time_range_, extrapolate)
@@ -174,12 +183,24 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             curves, std = curves[:, cols], std[:, cols]
             self._check_finite(curves, data, "imputed curve")
             self._check_finite(std, data, "standard deviation")
+            self._warn_implausible(curves, data, grid)
             curves, std = self._keep_observed(data, grid, curves, std)
             return self._wrap(curves, data, grid), self._wrap(std, data, grid)
         curves = self._transform_grid(data, inner, return_std=False)[:, cols]
         self._check_finite(curves, data, "imputed curve")
+        self._warn_implausible(curves, data, grid)
         curves, _ = self._keep_observed(data, grid, curves)
         return self._wrap(curves, data, grid)
+
+    def _warn_implausible(self, curves, data, grid):
+        warn_implausible(
+            curves,
+            data,
+            grid,
+            self.time_range_,
+            getattr(self, "value_range_", None),
+            type(self).__name__,
+        )
 
     def derivative(self, X, grid=None):
         """First derivative of each subject's imputed curve.

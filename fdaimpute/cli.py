@@ -43,13 +43,20 @@ Run 'fdaimpute <command> --help' for the options of a command.
 
 #: The SAND paper's baselines: fitted by ``demo`` only when named.
 _BASELINES = ("mice", "gain", "cnp")
+#: Not fitted by ``demo`` unless named: it fits the others again to choose.
+_NOT_IN_DEMO = _BASELINES + ("auto",)
 
 
 def _method_factories():
     """Name -> (description, factory(grid, random_state, quick))."""
+    from fdaimpute.auto import AutoImputer
     from fdaimpute.kernel import KernelImputer
 
     methods = {
+        "auto": (
+            "the best of pace, face, mfpca and kernel on held-out points",
+            lambda grid, seed, quick: AutoImputer(grid=grid, random_state=seed),
+        ),
         "kernel": (
             "per-subject local-linear smoothing shrunk to the mean",
             lambda grid, seed, quick: KernelImputer(grid=grid),
@@ -163,7 +170,7 @@ def _demo(args):
     from fdaimpute.plotting import plot_curves
 
     methods = _method_factories()
-    default = [m for m in methods if m not in _BASELINES]
+    default = [m for m in methods if m not in _NOT_IN_DEMO]
     chosen = args.methods.split(",") if args.methods else default
     unknown = [m for m in chosen if m not in methods]
     if unknown:
@@ -292,7 +299,7 @@ def _estimator(args, method):
 def _impute(args):
     if args.model is not None:
         return impute_with_model(args)
-    method = args.method or "pace"
+    method = args.method or "auto"
     est = _estimator(args, method)
     data = _read_data(args)
     grid = _parse_grid(args.grid or "101", data.time_range)
@@ -404,7 +411,8 @@ def _add_impute_command(sub):
     imp.add_argument(
         "--method",
         default=None,
-        help="kernel, pace, face, mfpca, mice, gain, cnp, vt or sand (default pace), "
+        help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt or sand (default "
+        "auto: the best of pace, face, mfpca and kernel on held-out points), "
         "fitted on the input; or use --model",
     )
     imp.add_argument(
@@ -429,7 +437,8 @@ def _add_impute_command(sub):
     imp.add_argument(
         "--std",
         action="store_true",
-        help="also write pointwise standard deviations (pace)",
+        help="also write pointwise standard deviations (pace, face, mfpca, the "
+        "neural imputers, and auto unless it chose kernel)",
     )
     add_data_options(imp)
     add_method_options(imp)

@@ -8,6 +8,7 @@ from fdaimpute._local_linear import (
     KERNELS,
     bandwidth_grid,
     bandwidth_scores,
+    min_count_bandwidth,
     moment_sums,
     solve_local_linear,
     subject_moment_sums,
@@ -146,6 +147,11 @@ class KernelImputer(BaseImputer):
                 "all training observations are at one time; cannot smooth a curve"
             )
         candidates = _candidate_bandwidths(centres, self.n_bandwidths, self.kernel)
+        floor = min_count_bandwidth(centres, weight, self.kernel)
+        if candidates[-1] <= floor:
+            candidates = np.array([floor])
+        elif candidates[0] < floor:
+            candidates = np.geomspace(floor, candidates[-1], candidates.size)
         within = sum_y2 - sum_y * (sum_y / weight)
         scores = bandwidth_scores(
             centres, weight, sum_y, within, candidates, self.kernel

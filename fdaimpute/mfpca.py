@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fdaimpute._face.bands import held_out_bands
 from fdaimpute._face.predict import SplineModelPredictor
 from fdaimpute._linalg import one_blas_thread
 from fdaimpute._mfpca.fit import fit_mfpca
@@ -48,7 +49,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         that many equally spaced points, an array those times.
     n_basis : int or "auto", default="auto"
         B-splines ``M`` spanning the eigenfunctions (equally spaced knots
-        over the training range), or the size among 8, 12, 16 and 20 whose
+        over the training range), or the size among 6, 8, 12, 16 and 20 whose
         best rank has the least criterion (BIC, or the approximate
         leave-one-curve-out score when ``n_components="cv"``), trying them
         in turn and stopping at the first increase (the mean does not
@@ -91,6 +92,10 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         Unit L2 norm over the range, mutually orthogonal.
     noise_variance_ : float
         Maximum-likelihood measurement-error variance.
+    predictor_noise_variance_ : float
+        The noise variance the predictor uses: ``noise_variance_`` times the
+        factor (1, 2, 4, ..., 32) that best predicts points hidden from
+        refits of the model (see Notes).
     n_components_ : int
     n_basis_ : int
         Basis size used.
@@ -122,9 +127,14 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
     ``E_i^T r_i`` and ``r_i^T r_i`` only, and Woodbury's identity reduces
     its covariance to a ``K x K`` system, so one evaluation costs
     ``O(n M^2 K)`` on stacked arrays, whatever the number of observations
-    per subject. ``return_std`` gives the posterior standard deviation of
-    the curve under the fitted model (no allowance for the model's own
-    error). A band for a new observation adds ``noise_variance_``.
+    per subject. After the fit, the model is refitted at its basis size and
+    rank with points hidden (every point once over five folds on small data);
+    the hidden points choose the predictor's noise variance (a likelihood
+    fit on a few hundred sparse subjects can put noise into the covariance,
+    and curves then swing between visits) and weigh what the bands add to
+    the posterior variance: the left-out components' share and the model's
+    own error, as for FACE. A band for a new observation adds
+    ``noise_variance_``.
 
     The approximate leave-one-curve-out score is a first-order expansion:
     leaving curve ``i`` out moves the fit by about ``I^-1 g_i``. With few
@@ -207,12 +217,28 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
                 data.times, data.values, data.offsets, self.time_range_, options
             )
         model = self._model = result.model
+        self.noise_variance_ = model.noise_variance
+        refit = dict(options, n_basis=model.cov_knots.size - model.degree - 1)
+        refit["n_components"] = model.n_components
+        with one_blas_thread():
+            model.band_weight, model.band_misfit, scale = held_out_bands(
+                data.times,
+                data.values,
+                data.offsets,
+                self.time_range_,
+                refit,
+                fit_mfpca,
+                model.noise_variance,
+                tune_noise=True,
+                noise_variance=model.noise_variance,
+            )
+        model.noise_variance *= scale
+        self.predictor_noise_variance_ = model.noise_variance
         grid = self.grid_
         self.mean_ = model.mean_at(grid)
         self.covariance_ = model.covariance_on(grid)
         self.eigenvalues_ = model.eigenvalues.copy()
         self.eigenfunctions_ = model.eigenfunctions_at(grid)
-        self.noise_variance_ = model.noise_variance
         self.n_components_ = model.n_components
         self.n_basis_ = model.cov_knots.size - model.degree - 1
         self.loglik_, self.start_loglik_ = result.loglik, result.start_loglik

@@ -121,7 +121,9 @@ def difference_estimate(times, values, subject, *, max_lag=3, share=0.2, min_pai
     lag, half = neighbour_pairs(times, values, subject, max_lag)
     keep = n_kept(lag.size, share, min_pairs)
     width = np.partition(lag, keep - 1)[keep - 1] if keep < lag.size else lag.max()
-    kept = lag <= width
+    # lags equal to the cut but for rounding (times on a lattice, rescaled)
+    # are ties too: the estimate must not depend on the unit of time
+    kept = lag <= width * (1.0 + 1e-9)
     return intercept_from_sums(power_sums(lag[kept], half[kept]), width)
 
 
@@ -161,8 +163,12 @@ def intercept_from_sums(sums, width):
     n, g = sums[0], sums[4]
     if width <= 0:
         return float(g / n)
-    if sums[7] >= width:  # one lag only: the shortest (minimum-norm) solution
-        return float(max(g / n / (1.0 + width**4), 0.0))
+    if sums[7] >= width:
+        # one lag only: no slope can be fitted, and the mean half squared
+        # difference there (noise plus the curve's change over the lag) is
+        # the estimate; unlike a minimum-norm intercept it does not depend
+        # on the unit of time
+        return float(max(g / n, 0.0))
     scale = (1.001 * width) ** 2
     u = sums[:4] / scale ** np.arange(4)  # sums of (h^2 / scale)^p
     gu = sums[4:7] / scale ** np.arange(3)

@@ -261,14 +261,14 @@ def test_version_prints_the_package_version(capsys):
     assert capsys.readouterr().out.strip() == __version__
 
 
-def test_impute_without_a_method_uses_pace(long_csv, tmp_path):
+def test_impute_without_a_method_uses_auto(long_csv, tmp_path):
     path, df = long_csv
     out = tmp_path / "curves.csv"
-    main(["impute", str(path), "-o", str(out), "--grid", "0:1:11", *NAMES[:6]])
+    quick = ["--param", "n_folds=1"]  # one fold of hidden points: a quick test
+    main(["impute", str(path), "-o", str(out), "--grid", "0:1:11", *NAMES[:6], *quick])
     grid = np.linspace(0, 1, 11)
-    assert_allclose(
-        _wide(out), _expected(df, fi.PACEImputer(grid=grid, random_state=0))
-    )
+    expected = fi.AutoImputer(grid=grid, random_state=0, n_folds=1)
+    assert_allclose(_wide(out), _expected(df, expected))
 
 
 @pytest.mark.parametrize("method", ["pace", "kernel", "vt"])
@@ -315,10 +315,13 @@ def test_fit_then_impute_with_the_saved_model(method, long_csv, tmp_path, capsys
 
 def test_fit_with_python_gives_the_same_model(long_csv, tmp_path):
     path, df = long_csv
-    model = tmp_path / "pace.fdai"
-    main(["fit", str(path), "--save", str(model), "--grid", "0:1:11", *NAMES[:6]])
+    model = tmp_path / "auto.fdai"
+    fit = ["fit", str(path), "--save", str(model), "--grid", "0:1:11", *NAMES[:6]]
+    main([*fit, "--param", "n_folds=1"])
     data = fi.IrregularData.from_long(df, id="subject", time="age", value="bmi")
-    ours = fi.PACEImputer(grid=np.linspace(0, 1, 11), random_state=0).fit(data)
+    grid = np.linspace(0, 1, 11)
+    ours = fi.AutoImputer(grid=grid, random_state=0, n_folds=1).fit(data)
+    assert load(model).method_ == ours.method_
     assert_allclose(load(model).transform(data), ours.transform(data))
 
 
@@ -353,7 +356,7 @@ def test_bad_models_and_misused_flags_are_reported(long_csv, tmp_path):
         main([*impute, str(tmp_path / "missing.fdai")])
     with pytest.raises(SystemExit, match="--method .* or --model, not both"):
         main([*impute, str(good), "--method", "pace"])
-    with pytest.raises(SystemExit, match="--epochs applies to vt and sand, not pace"):
+    with pytest.raises(SystemExit, match="--epochs applies to vt and sand, not auto"):
         main(["fit", str(path), "--save", str(good), "--epochs", "3", *NAMES[:6]])
     with pytest.raises(SystemExit, match="column 'id'.*not in the table"):
         main(["fit", str(path), "--save", str(good)])
@@ -364,5 +367,5 @@ def test_fit_refuses_methods_that_cannot_share_processes(
 ):
     path, _ = long_csv
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(SystemExit, match="pace does not train across processes"):
+    with pytest.raises(SystemExit, match="auto does not train across processes"):
         main(["fit", str(path), "--save", str(tmp_path / "m.fdai"), *NAMES[:6]])

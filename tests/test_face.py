@@ -197,7 +197,13 @@ def test_random_constants_are_recovered_from_one_noise_free_point():
     assert face.n_components_ == 1
     assert face.eigenvalues_[0] == pytest.approx(np.var(level), rel=1e-5)
     new = [(np.array([0.5]), np.array([2.5]))]
-    np.testing.assert_allclose(face.transform(new), 2.5, atol=1e-5)
+    # the conditional expectation, shrunk by the predictor's noise variance
+    # (chosen on held-out refits, tiny here)
+    lam, s2 = face.eigenvalues_[0], face.predictor_noise_variance_
+    mean = np.mean(level)
+    expected = mean + lam / (lam + s2) * (2.5 - mean)
+    assert s2 < 1e-4 * lam
+    np.testing.assert_allclose(face.transform(new), expected, atol=1e-5)
 
 
 def test_a_common_line_is_the_mean_with_no_components():

@@ -407,8 +407,11 @@ def test_range_tolerance_follows_the_unit_of_time():
     for scale in (1e-8, 1.0, 1e8):
         data = IrregularData.from_lists([t * scale for t in times], values)
         est = KernelImputer(grid=11).fit(data)
-        late = [(np.array([0.5, 1.05]) * scale, np.zeros(2))]
+        late = [(np.array([0.5, 1.2]) * scale, np.zeros(2))]
         with pytest.raises(ValueError, match="outside the training range"):
             est.transform(late)
+        near = [(np.array([0.5, 1.05]) * scale, np.zeros(2))]
+        with pytest.warns(UserWarning, match=r"beyond the training range .*5\.0% of"):
+            assert est.transform(near).shape == (1, 11)
         inside = [(np.array([0.5, 1.0 + 1e-12]) * scale, np.zeros(2))]
         assert est.transform(inside).shape == (1, 11)

@@ -645,6 +645,21 @@ def test_autocast_type_of_amp():
     assert not trainer.amp
 
 
+def test_amp_auto_is_bfloat16_only_with_a_graph(monkeypatch):
+    from fdaimpute.nn import training
+
+    grid = torch.linspace(0, 1, 11)
+    eager = Trainer(tiny_sand(), grid, amp="auto", cuda_graph="auto")
+    assert not eager.configure(8) and not eager.amp
+    # where a graph can run (faked here), "auto" turns bfloat16 on
+    monkeypatch.setattr(training, "graph_unsupported", lambda *args: None)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    graphed = Trainer(tiny_sand(), grid, amp="auto", cuda_graph="auto")
+    assert graphed.configure(8)
+    assert graphed.amp and graphed.amp_dtype is torch.bfloat16
+    assert not graphed.scaler.is_enabled()
+
+
 def _graph_vs_eager(device, epochs=2, monkeypatch=None):
     """The same tiny SAND trained eagerly and through :class:`GraphedStep`.
 
@@ -687,6 +702,7 @@ def _assert_same_curves(first, second, device, atol):
 def test_graphed_steps_train_as_eager_steps(monkeypatch):
     first, second, trainer = _graph_vs_eager("cpu", monkeypatch=monkeypatch)
     assert trainer.graphed is not None and trainer.graphed.steps_run == 12
+    assert all(type(lr) is float for lr in trainer.history["lr"])
     _assert_same_curves(first, second, "cpu", atol=1e-5)
 
 

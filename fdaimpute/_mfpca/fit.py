@@ -28,7 +28,7 @@ from fdaimpute._mfpca.selection import approximate_cv
 
 _NOISE_FLOOR = 1e-6
 # Basis sizes tried by n_basis="auto" (the best by the rank's rule is kept).
-_AUTO_SIZES = (8, 12, 16, 20)
+_AUTO_SIZES = (6, 8, 12, 16, 20)
 
 
 @dataclass

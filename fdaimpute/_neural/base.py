@@ -167,7 +167,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 # subject chooses the epoch
                 self.split_["selection"] = self.split_["calibration"]
                 self.split_["comparison"] = self.split_["calibration"][:0]
-        amp = device.type == "cuda" if self.amp == "auto" else self.amp
+        # "auto" is settled by the trainer (bfloat16 only with a CUDA graph)
+        amp = self.amp
         devices = [device.index or 0] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(seed)

@@ -31,10 +31,10 @@ from fdaimpute._local_linear import local_linear_binned
 from fdaimpute._pace import bandwidth as bw
 from fdaimpute._pace.binning import Bins, covariance_moments, make_bins, regular_step
 from fdaimpute._pace.cv import (
-    hide_points,
+    heldout_folds,
     n_validation,
     ragged_subset,
-    select_on_heldout,
+    select_on_folds,
 )
 from fdaimpute._pace.fit import finish_fit
 from fdaimpute._pace.result import MeanCurve, PooledMoments
@@ -268,7 +268,7 @@ class _NoiseSums:
         half = np.concatenate([e[1] for e in self.edge])
         need = self.keep - int(self.sums[0])
         width = np.partition(lag, need - 1)[need - 1]
-        kept = lag <= width
+        kept = lag <= width * (1.0 + 1e-9)  # ties but for rounding, as in fit
         part = power_sums(lag[kept], half[kept])
         sums = np.concatenate([self.sums[:7] + part[:7], [min(self.sums[7], part[7])]])
         return intercept_from_sums(sums, width)
@@ -308,10 +308,10 @@ def fit_chunks(read, found, numerics, options, rng):
         isinstance(options[k], str) and options[k] == "cv"
         for k in ("bandwidth_cov", "n_components")
     )
-    val = hidden_at = None
+    val, folds = None, []
     if use_cv:
         offsets = np.concatenate([[0], np.cumsum(counts)])
-        val, hidden_at = hide_points(offsets, rng, n_validation(counts, max_k))
+        val, folds = heldout_folds(offsets, rng, n_validation(counts, max_k))
     noise = None
     if tune_noise:
         n_pairs = int(sum(np.maximum(counts - k, 0).sum() for k in (1, 2, 3)))
@@ -321,20 +321,20 @@ def fit_chunks(read, found, numerics, options, rng):
         except ValueError:
             noise = None
 
-    def visible_of(data, first_obs):
+    def visible_of(data, first_obs, hidden_at):
         lo, hi = np.searchsorted(hidden_at, [first_obs, first_obs + data.times.size])
         mask = np.ones(data.times.size, dtype=bool)
         mask[hidden_at[lo:hi] - first_obs] = False
         return mask
 
     # pass 2: mean sums, lag histogram
-    sums = {"all": None, "visible": None}
+    sums = {"all": None, **{f: None for f in range(len(folds))}}
     for data, _, first_obs in _each(read):
         bins = _bins_of(data.times, template)
         parts = {"all": (bins, data.values)}
-        if use_cv:
-            vis = visible_of(data, first_obs)
-            parts["visible"] = (bins.subset(vis), data.values[vis])
+        for f, hidden_at in enumerate(folds):
+            vis = visible_of(data, first_obs, hidden_at)
+            parts[f] = (bins.subset(vis), data.values[vis])
         for key, (b, y) in parts.items():
             new = (b.spread(np.ones_like(y)), b.spread(y), b.spread(y * y))
             old = sums[key]
@@ -350,7 +350,8 @@ def fit_chunks(read, found, numerics, options, rng):
     # pass 3: covariance sums, validation subjects, noise pairs
     include_diagonal = not numerics.measurement_error
     moments = {k: None for k in means}
-    fit_parts, new_parts = [], []
+    fit_parts = [[] for _ in folds]
+    new_parts = [[] for _ in folds]
     for data, first_subject, first_obs in _each(read):
         bins = _bins_of(data.times, template)
         subject = data.subject_index
@@ -360,9 +361,9 @@ def fit_chunks(read, found, numerics, options, rng):
             bins, resid, subject, n, include_diagonal=include_diagonal
         )
         moments["all"] = _add(moments["all"], part)
-        if use_cv:
-            vis = visible_of(data, first_obs)
-            resid = data.values - bins.interpolate(means["visible"][1])
+        for f, hidden_at in enumerate(folds):
+            vis = visible_of(data, first_obs, hidden_at)
+            resid = data.values - bins.interpolate(means[f][1])
             part = covariance_moments(
                 bins.subset(vis),
                 resid[vis],
@@ -370,10 +371,10 @@ def fit_chunks(read, found, numerics, options, rng):
                 n,
                 include_diagonal=include_diagonal,
             )
-            moments["visible"] = _add(moments["visible"], part)
+            moments[f] = _add(moments[f], part)
             lo, hi = np.searchsorted(val, [first_subject, first_subject + n])
             here = val[lo:hi] - first_subject
-            for mask, store in ((vis, fit_parts), (~vis, new_parts)):
+            for mask, store in ((vis, fit_parts[f]), (~vis, new_parts[f])):
                 off, idx = ragged_subset(mask, data.offsets, here)
                 store.append((data.times[idx], resid[idx], np.diff(off)))
         if noise is not None:
@@ -387,11 +388,12 @@ def fit_chunks(read, found, numerics, options, rng):
     difference_noise = None if noise is None else noise.estimate()
     choice = (options["bandwidth_cov"], None, None)
     if use_cv:
-        choice = select_on_heldout(
+        choice = select_on_folds(
             numerics,
-            pooled("visible"),
-            _joined(fit_parts),
-            _joined(new_parts),
+            [
+                (pooled(f), _joined(fit_parts[f]), _joined(new_parts[f]))
+                for f in range(len(folds))
+            ],
             bandwidth_cov=options["bandwidth_cov"],
             n_components=options["n_components"],
             max_k=max_k,

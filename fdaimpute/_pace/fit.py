@@ -219,6 +219,7 @@ def finish_fit(
         observation_noise=observation_noise,
         rest_weight=(cv_results or {}).get("rest_weight", 1.0),
         misfit_variance=(cv_results or {}).get("misfit_variance", 0.0),
+        band_profile=(cv_results or {}).get("band_profile"),
     )
     return PACEFit(model, estimate, pooled.bins.centres.size, cv_results)
 

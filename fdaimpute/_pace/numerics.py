@@ -311,7 +311,9 @@ class DefaultNumerics(_Numerics):
         smoothed covariance, weighted by ``model.rest_weight``) are left out
         of the predictor but not out of the error (see
         :func:`~fdaimpute._pace.scores.truncated_error_variance`), and the
-        model's own error adds ``model.misfit_variance``.
+        model's own error adds ``model.misfit_variance``; the whole is
+        scaled by the model's time profile of the bands
+        (:meth:`~fdaimpute._pace.result.PACEModel.band_factor`).
 
         Returns
         -------
@@ -324,7 +326,7 @@ class DefaultNumerics(_Numerics):
             scores, variance = super().error_variance(
                 model, times, values, offsets, grid
             )
-            return scores, variance + model.misfit_variance
+            return scores, (variance + model.misfit_variance) * model.band_factor(grid)
         phi, rest_phi = model.eigenfunctions, model.all_eigenfunctions[:, k:]
         resid, uniq, index = self._distinct(model, times, values)
         scores, cov, cross = posterior_scores(
@@ -345,7 +347,7 @@ class DefaultNumerics(_Numerics):
             rest_lam,
         )
         variance += model.misfit_variance
-        return scores, variance
+        return scores, variance * model.band_factor(grid)
 
 
 class FdapaceNumerics(_Numerics):

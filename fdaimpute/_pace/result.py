@@ -143,6 +143,10 @@ class PACEModel:
         bands carry (chosen on held-out points, see ``_pace/heldout.py``).
     misfit_variance : float, default=0.0
         Variance of the model's own error added to the bands (likewise).
+    band_profile : tuple of ndarray or None, default=None
+        ``(knots, factor)``: the factor of the bands' variance (curve error
+        and measurement noise alike), linear in time between the knots
+        (likewise; None: 1 everywhere).
     """
 
     mean: MeanCurve
@@ -156,6 +160,15 @@ class PACEModel:
     observation_noise: float | None = None
     rest_weight: float = 1.0
     misfit_variance: float = 0.0
+    band_profile: tuple | None = None
+
+    def band_factor(self, times):
+        """The factor of the bands' variance at ``times`` (1 without a profile)."""
+        profile = getattr(self, "band_profile", None)
+        if profile is None:
+            return np.ones(np.shape(times))
+        knots, factor = profile
+        return np.interp(times, knots, factor)
 
     @property
     def n_components(self):

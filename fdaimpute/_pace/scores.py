@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._linalg import group_by_count
+from fdaimpute._linalg import chunks_by_count, group_by_count, run_tasks
 
 
 def posterior_scores(
@@ -188,7 +188,9 @@ def cumulative_predictions(
     out = np.zeros((basis_new.shape[0], p))
     counts_new = np.diff(offsets_new)
     ridge = sigma2 / lam
-    for rows, obs in group_by_count(offsets_fit):
+
+    def predict(rows, obs):
+        # each task writes the rows of its own subjects only
         b = basis_fit[obs]
         a = np.swapaxes(b, 1, 2) @ b
         jitter = 1e-10 * np.trace(a, axis1=1, axis2=2)[:, None] / p
@@ -207,6 +209,8 @@ def cumulative_predictions(
             sol = _forward_substitution(chol[sel], rhs)  # L^-1 [Phi^T r, Phi_h^T]
             contrib = np.swapaxes(sol[..., 1:], 1, 2) * sol[:, None, :, 0]
             out[idx] = np.cumsum(contrib, axis=2)
+
+    run_tasks(predict, chunks_by_count(offsets_fit))
     return out
 
 

@@ -577,7 +577,7 @@ class Trainer:
         for epoch in range(self.start_epoch, self.start_epoch + self.max_epochs):
             self.epoch = epoch
             start = time.perf_counter()
-            lr = self.optimizer.param_groups[0]["lr"]
+            lr = float(self.optimizer.param_groups[0]["lr"])
             train_loss, finite, penalties = self.run_epoch(train)
             valid_loss = (
                 self.validate(valid, valid_hidden) if valid is not None else None

@@ -30,6 +30,8 @@ __all__ = ["ErrorVarianceHead", "error_features", "fit_error_head"]
 
 # perturbation of a standardised value that measures the curve's sensitivity
 _DELTA = 0.05
+#: Most of the hidden points' mean squared residual the noise may explain.
+NOISE_SHARE_CAP = 0.5
 
 
 class ErrorVarianceHead(nn.Module):
@@ -253,6 +255,13 @@ def fit_error_head(
     if not parts:
         return None
     x, r2, g, noise_share = (torch.cat(column) for column in zip(*parts))
+    hidden_r2 = r2[noise_share >= 1.0]
+    if hidden_r2.numel():
+        # a noise estimate above what the hidden residuals show (a difference
+        # estimate on sparse subjects can exceed the data's variance) would
+        # leave the curve no variance at all: it keeps at least half of them
+        cap = NOISE_SHARE_CAP * float(hidden_r2.mean())
+        noise_variance = min(float(noise_variance), cap)
     noise = float(noise_variance) * noise_share
     floor = 1e-3 * float(r2.mean())
     cpu_gen = torch.Generator().manual_seed(seed)

@@ -1,0 +1,288 @@
+"""Stability of single fits on small real data: seeds, absurd curves, bands.
+
+For each data set (``benchmarks/_smalldata.py``: Blackmore, pbcseq's log
+bilirubin, Orthodont, Oxboys, Sitka, and Framingham and UK electricity at
+8-12 readings subsampled to 50, 100 and 250 subjects) and each of
+``--splits`` random splits, every subject with more than two observations
+hides 20% of them (:func:`fdaimpute.metrics.split_held_out`). Each imputer
+is fitted with its defaults on the visible observations, once per
+``random_state`` in ``0 .. --seeds - 1`` (once if it has no
+``random_state``), and predicts the hidden ones. Reported per data set and
+imputer:
+
+- ``RMSE / mean``: held-out RMSE relative to that of the pooled mean curve
+  (a local-linear smoother of the visible points, bandwidth by GCV), mean
+  over splits and seeds;
+- ``spread``: the largest, over splits, of max / min held-out RMSE over
+  the seeds (1 for an imputer without randomness);
+- ``absurd``: fits (of all splits and seeds) whose curve of some training
+  subject leaves, inside the observed time range, the data's range widened
+  by half of it on each side;
+- ``cover early / mid / late``: share of hidden values inside the 95%
+  prediction interval ``pred +- 1.96 sqrt(sd^2 + noise)`` (the curve's SD
+  from ``transform(return_std=True)`` plus the measurement noise at that
+  time), pooled over splits and seeds, in the first, middle and last third
+  of the time range;
+- ``fit s``: mean seconds per fit.
+
+A line per data set gives the best of PACE, FACE, mFPCA and Kernel and the
+ratio of the chooser (``Auto``) to it.
+
+Usage::
+
+    python benchmarks/bench_stability.py --datasets blackmore --seeds 5
+    python benchmarks/bench_stability.py --seeds 20 --save-rows a.json
+    python benchmarks/bench_stability.py --load-rows a.json b.json --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import machine, markdown_table, write_section  # noqa: E402
+from _smalldata import DATASETS  # noqa: E402
+
+import fdaimpute as fi  # noqa: E402
+from fdaimpute.metrics import split_held_out  # noqa: E402
+from fdaimpute.smoothing import (  # noqa: E402
+    bandwidth_candidates,
+    bin_data,
+    local_linear,
+    select_bandwidth,
+)
+
+METHODS = {
+    "PACE": lambda seed: fi.PACEImputer(random_state=seed),
+    "FACE": lambda seed: fi.FACEImputer(),
+    "mFPCA": lambda seed: fi.MFPCAImputer(),
+    "Kernel": lambda seed: fi.KernelImputer(),
+    "Auto": lambda seed: fi.AutoImputer(random_state=seed),
+}
+CANDIDATES = ("PACE", "FACE", "mFPCA", "Kernel")
+COLUMNS = ["data", "n", "method", "RMSE / mean", "spread", "absurd", "fits"]
+COLUMNS += ["cover early", "cover mid", "cover late", "fit s"]
+Z95 = 1.959964
+
+
+def has_seed(name):
+    """Whether the method's estimator takes a ``random_state``."""
+    est = METHODS[name](0)
+    return "random_state" in inspect.signature(type(est).__init__).parameters
+
+
+def pooled_mean_rmse(visible, hidden):
+    """Held-out RMSE of the pooled local-linear mean of the visible points."""
+    centres, weight, sum_y, sum_y2 = bin_data(visible.times, visible.values)
+    candidates = bandwidth_candidates(centres, 20)
+    h, _ = select_bandwidth(
+        centres,
+        sum_y / weight,
+        candidates,
+        weights=weight,
+        within_ss=sum_y2 - sum_y**2 / weight,
+    )
+    pred = local_linear(centres, sum_y / weight, hidden.times, h, weights=weight)
+    return float(np.sqrt(np.mean((pred - hidden.values) ** 2)))
+
+
+def absurd_subjects(est, data):
+    """Positions of subjects whose curve leaves the widened data range."""
+    lo, hi = float(data.values.min()), float(data.values.max())
+    half = 0.5 * (hi - lo)
+    grid = np.linspace(*est.time_range_, 201)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        curves = np.asarray(est.transform(data, grid=grid))
+    bad = (curves < lo - half) | (curves > hi + half)
+    return np.flatnonzero(bad.any(axis=1))
+
+
+def thirds(times, time_range):
+    """Third of the time range (0, 1, 2) of each time."""
+    lo, hi = time_range
+    return np.clip(((times - lo) / (hi - lo) * 3).astype(int), 0, 2)
+
+
+def one_fit(name, seed, visible, hidden, rows):
+    """Scores of one fit: RMSE, absurd subjects, coverage hits by third."""
+    est = METHODS[name](seed)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(visible)
+    seconds = time.perf_counter() - start
+    lo, hi = est.time_range_
+    if hidden.times.min() < lo or hidden.times.max() > hi:
+        est.set_params(extrapolate="clip")
+    grid = np.unique(hidden.times)
+    subject = np.repeat(np.arange(len(hidden)), hidden.n_obs)
+    column = np.searchsorted(grid, hidden.times)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            curves, sd = est.transform(visible[rows], return_std=True, grid=grid)
+            curves, sd = np.asarray(curves), np.asarray(sd)
+        except NotImplementedError:
+            curves, sd = np.asarray(est.transform(visible[rows], grid=grid)), None
+    pred = curves[subject, column]
+    row = {
+        "rmse": float(np.sqrt(np.mean((pred - hidden.values) ** 2))),
+        "absurd": int(absurd_subjects(est, visible).size),
+        "seconds": seconds,
+    }
+    if sd is not None:
+        noise = observation_noise(est, hidden.times)
+        scale = np.sqrt(sd[subject, column] ** 2 + noise)
+        inside = np.abs(hidden.values - pred) <= Z95 * scale
+        third = thirds(hidden.times, (lo, hi))
+        row["hits"] = np.bincount(third, inside, minlength=3).tolist()
+        row["count"] = np.bincount(third, minlength=3).tolist()
+    return row
+
+
+def observation_noise(est, times):
+    """The measurement-noise variance at ``times`` (time-varying if offered)."""
+    at = getattr(est, "noise_variance_at", None)
+    if at is not None:
+        return np.asarray(at(times))
+    return np.full(times.size, float(est.noise_variance_))
+
+
+def run_dataset(name, args):
+    """Per-fit rows of every method on one data set."""
+    data = DATASETS[name]()
+    out = []
+    for split in range(args.first_split, args.first_split + args.splits):
+        visible, hidden, rows = split_held_out(
+            data, 0.2, min_keep=2, random_state=split
+        )
+        base = pooled_mean_rmse(visible, hidden)
+        for method in args.methods:
+            n_seeds = args.auto_seeds if method == "Auto" else args.seeds
+            seeds = range(n_seeds) if has_seed(method) else [0]
+            for seed in seeds:
+                row = one_fit(method, seed, visible, hidden, rows)
+                row.update(
+                    data=name, n=len(data), method=method, split=split, seed=seed
+                )
+                row["relative"] = row["rmse"] / base
+                out.append(row)
+            last = [r for r in out if r["method"] == method and r["split"] == split]
+            rel = [r["relative"] for r in last]
+            print(
+                f"  {name} split {split} {method:<6} rel {np.mean(rel):.3f} "
+                f"spread {max(rel) / min(rel):.3f} "
+                f"absurd {sum(r['absurd'] > 0 for r in last)} "
+                f"{np.mean([r['seconds'] for r in last]):.1f} s",
+                flush=True,
+            )
+    return out
+
+
+def summarize(rows):
+    """Table rows per (data, method), then one chooser line per data set."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["data"], r["n"], r["method"]), []).append(r)
+    table, best = [], {}
+    for (name, n, method), group in groups.items():
+        rel = np.array([r["relative"] for r in group])
+        by_split = {}
+        for r in group:
+            by_split.setdefault(r["split"], []).append(r["rmse"])
+        spread = max(max(v) / min(v) for v in by_split.values())
+        row = {
+            "data": name,
+            "n": n,
+            "method": method,
+            "RMSE / mean": f"{rel.mean():.3f}",
+            "spread": f"{spread:.3f}",
+            "absurd": sum(r["absurd"] > 0 for r in group),
+            "fits": len(group),
+            "fit s": f"{np.mean([r['seconds'] for r in group]):.1f}",
+        }
+        with_bands = [r for r in group if "hits" in r]
+        if with_bands:
+            hits = np.sum([r["hits"] for r in with_bands], axis=0)
+            count = np.sum([r["count"] for r in with_bands], axis=0)
+            cover = hits / np.maximum(count, 1)
+            for label, value in zip(("early", "mid", "late"), cover):
+                row[f"cover {label}"] = f"{value:.3f}"
+        table.append(row)
+        best.setdefault(name, {})[method] = rel.mean()
+    lines = []
+    for name, scores in best.items():
+        four = {m: s for m, s in scores.items() if m in CANDIDATES}
+        if not four:
+            continue
+        winner = min(four, key=four.get)
+        line = f"- {name}: best of the four {winner} ({four[winner]:.3f})"
+        if "Auto" in scores:
+            line += f"; Auto / best = {scores['Auto'] / four[winner]:.3f}"
+        lines.append(line)
+    return table, lines
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument(
+        "--auto-seeds",
+        type=int,
+        default=20,
+        help="seeds of the chooser (each fit costs about four of each method)",
+    )
+    parser.add_argument("--splits", type=int, default=2)
+    parser.add_argument("--first-split", type=int, default=0)
+    parser.add_argument("--save-rows", help="write the per-fit rows to this JSON")
+    parser.add_argument("--load-rows", nargs="+", help="table saved rows instead")
+    parser.add_argument("--write", action="store_true", help="update benchmarks.md")
+    parser.add_argument(
+        "--section", default="stability", help="section of benchmarks.md to write"
+    )
+    parser.add_argument(
+        "--title", default="Stability of single fits on small real data"
+    )
+    parser.add_argument("--note", default="", help="a line to add under the table")
+    args = parser.parse_args(argv)
+    if args.load_rows:
+        rows = [
+            r for path in args.load_rows for r in json.loads(Path(path).read_text())
+        ]
+    else:
+        rows = []
+        for name in args.datasets:
+            rows += run_dataset(name, args)
+            if args.save_rows:
+                Path(args.save_rows).write_text(json.dumps(rows))
+    table, lines = summarize(rows)
+    text = markdown_table(table, COLUMNS) + "\n\n" + "\n".join(lines)
+    print(text)
+    print(machine())
+    if args.write:
+        write_section(
+            args.section,
+            args.title,
+            "Per data set and imputer (defaults): held-out RMSE over the pooled "
+            "mean's, its spread over seeds (max / min), fits with an absurd curve, "
+            "95% prediction-interval coverage of held-out values by thirds of the "
+            "time range (see the docstring of `benchmarks/bench_stability.py`).\n\n"
+            + text
+            + ("\n\n" + args.note if args.note else ""),
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""PACE's fit does no work twice: a guard on the counts of its costly passes.
+
+Counts, not times: each pass over the covariance moments and each batch of
+held-out predictions is counted while fitting, so a change that repeats one
+fails here whatever the machine's speed.
+"""
+
+import collections
+
+import pytest
+
+import fdaimpute as fi
+from fdaimpute._pace import bandwidth, binning, chunked, cv, numerics
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counters of covariance-moment passes and of held-out predictions."""
+    counts = collections.Counter()
+    scored = collections.Counter()
+    moments = binning.covariance_moments
+    predictions = cv.cumulative_predictions
+
+    def counting_moments(*args, **kwargs):
+        counts["covariance passes"] += 1
+        return moments(*args, **kwargs)
+
+    def counting_predictions(r_fit, b_fit, off_fit, b_new, off_new, lam, sigma2):
+        # the same eigenvalues, noise variance and subjects: the same scores
+        scored[(lam.tobytes(), float(sigma2), b_fit.shape)] += 1
+        return predictions(r_fit, b_fit, off_fit, b_new, off_new, lam, sigma2)
+
+    # every module that calls it (imported here, so none binds the counter late)
+    for module in (binning, bandwidth, chunked, numerics):
+        monkeypatch.setattr(module, "covariance_moments", counting_moments)
+    monkeypatch.setattr(cv, "cumulative_predictions", counting_predictions)
+    return counts, scored
+
+
+@pytest.mark.parametrize("n", [300, 2500])
+def test_each_pass_once_and_no_candidate_scored_twice(counted, n):
+    counts, scored = counted
+    sim = fi.simulate.sand_paper(n, n_obs="8-12", random_state=0, split=(1, 0, 0))
+    pace = fi.PACEImputer(random_state=0).fit(sim.train.data)
+    folds = pace.cv_results_["n_folds"]
+    assert folds == (5 if n == 300 else 1)  # small data: every point hidden once
+    # one pass over all the points, one over each fold's visible points
+    assert counts["covariance passes"] == 1 + folds
+    assert scored and max(scored.values()) == 1
+    # a few dozen bandwidth and noise candidates per fold, not hundreds
+    assert sum(scored.values()) <= 30 * folds

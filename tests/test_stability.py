@@ -1,0 +1,182 @@
+"""Single fits on small real data: seeds, plausible curves, out-of-range subjects.
+
+``tests/data/Blackmore.csv`` (carData, 231 girls with 2-5 visits) and
+``tests/data/pbcseq.csv`` (survival, 312 patients) are copies of the files in
+``benchmarks/data`` (see ``benchmarks/data/SOURCE.md``).
+"""
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.linear_model import Ridge
+from sklearn.model_selection import KFold, cross_val_score
+from sklearn.pipeline import make_pipeline
+
+import fdaimpute as fi
+from fdaimpute._plausible import WIDEN
+from fdaimpute.metrics import split_held_out
+
+pd = pytest.importorskip("pandas")
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _blackmore():
+    frame = pd.read_csv(DATA / "Blackmore.csv")
+    frame["subject"] = frame["subject"].astype(str)
+    return fi.IrregularData.from_long(frame, id="subject", time="age", value="exercise")
+
+
+def _pbcseq():
+    frame = pd.read_csv(DATA / "pbcseq.csv")
+    frame["years"] = frame["day"] / 365.25
+    frame["log_bili"] = np.log(frame["bili"])
+    return fi.IrregularData.from_long(frame, id="id", time="years", value="log_bili")
+
+
+def _held_out_rmse(est, visible, hidden, rows):
+    times = np.split(hidden.times, hidden.offsets[1:-1])
+    pred = np.concatenate(est.predict_at(visible.take(rows), times))
+    return float(np.sqrt(np.mean((pred - hidden.values) ** 2)))
+
+
+def _plausible(curves, values):
+    lo, hi = values.min(), values.max()
+    half = WIDEN * (hi - lo)
+    return bool(np.all((curves >= lo - half) & (curves <= hi + half)))
+
+
+@pytest.fixture(scope="module")
+def blackmore_split():
+    return split_held_out(_blackmore(), 0.2, min_keep=2, random_state=0)
+
+
+def test_pace_seeds_agree_on_blackmore(blackmore_split):
+    # Issue 32: seeds 1 and 19 gave curves from -16 to 57 (data 0-30), seed 6
+    # K = 16 with sigma^2 = 0, and the held-out error moved by 20% with the
+    # seed alone. The seeds of the report now give one model.
+    visible, hidden, rows = blackmore_split
+    fits = [fi.PACEImputer(random_state=s).fit(visible) for s in (0, 1, 6, 19)]
+    rmse = [_held_out_rmse(est, visible, hidden, rows) for est in fits]
+    assert max(rmse) / min(rmse) <= 1.10
+    for est in fits:
+        assert est.noise_variance_ > 0.05 * visible.values.var()
+        assert est.n_components_ <= 5
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no implausible-curve warning
+            curves = est.transform(visible)
+        assert _plausible(curves, visible.values)
+
+
+@pytest.mark.parametrize(
+    "est", [fi.KernelImputer(), fi.FACEImputer(), fi.MFPCAImputer()], ids=repr
+)
+def test_defaults_give_plausible_curves_on_blackmore(blackmore_split, est):
+    # Before: the kernel smoother reached -20.8, FACE -24, mFPCA 48.5.
+    visible = blackmore_split[0]
+    curves = est.fit(visible).transform(visible)
+    assert _plausible(curves, visible.values)
+
+
+def _small_design(seed, n_subjects, max_visits):
+    """Subjects with 2..max_visits visits of a random smooth curve plus noise."""
+    rng = np.random.default_rng(seed)
+    times, values = [], []
+    for _ in range(n_subjects):
+        m = rng.integers(2, max_visits + 1)
+        t = np.sort(rng.choice(np.linspace(0, 10, 41), m, replace=False))
+        a, b, c = rng.normal(size=3)
+        y = 5 + a + b * np.sin(t / 3) + c * t / 10 + 0.5 * rng.normal(size=m)
+        times.append(t)
+        values.append(y)
+    return fi.IrregularData.from_lists(times, values)
+
+
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 2**16),
+    n_subjects=st.integers(20, 60),
+    max_visits=st.integers(3, 6),
+)
+def test_curves_stay_in_the_widened_data_range_or_warn(seed, n_subjects, max_visits):
+    data = _small_design(seed, n_subjects, max_visits)
+    for est in (
+        fi.PACEImputer(random_state=seed),
+        fi.FACEImputer(),
+        fi.MFPCAImputer(),
+        fi.KernelImputer(),
+    ):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            curves = est.fit(data).transform(data)
+        implausible = any("widened by half" in str(w.message) for w in caught)
+        # the defaults give plausible curves; if not, transform says so
+        assert _plausible(curves, data.values) or implausible
+        assert _plausible(curves, data.values), type(est).__name__
+
+
+def test_an_implausible_curve_is_named():
+    data = _small_design(0, 30, 4)
+    est = fi.KernelImputer(bandwidth=1.0, shrinkage=0.0).fit(data)
+    wild = fi.IrregularData.from_lists(
+        [[1.0, 1.25], [2.0, 5.0]], [[5.0, 5.0 + 40.0], [5.0, 6.0]], ids=["wild", "ok"]
+    )
+    with pytest.warns(UserWarning, match=r"subject 'wild'.*widened by half"):
+        est.transform(wild)
+    # the subject's own values widen what is plausible for it
+    far = fi.IrregularData.from_lists([[1.0, 2.0]], [[60.0, 61.0]], ids=["far"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est.transform(far)
+
+
+@pytest.mark.parametrize("imputer", [fi.KernelImputer, fi.PACEImputer])
+def test_pbcseq_pipeline_in_cross_validation(imputer):
+    # Test folds hold subjects observed after the last training time (by up
+    # to 0.1 of 14 years): imputed from their own observations, with a warning.
+    data = _pbcseq()
+    first = np.array([data.values[i] for i in data.offsets[:-1]])
+    pipe = make_pipeline(imputer(grid=21), Ridge(alpha=1.0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scores = cross_val_score(
+            pipe, data, first, cv=KFold(3, shuffle=True, random_state=0)
+        )
+    assert np.all(np.isfinite(scores)) and scores.mean() > 0.5
+    assert any("beyond the training range" in str(w.message) for w in caught)
+
+
+def test_far_outside_still_needs_extrapolate():
+    data = _pbcseq()
+    est = fi.KernelImputer(grid=11).fit(data)
+    lo, hi = data.time_range
+    late = fi.IrregularData.from_lists(
+        [[hi - 1.0, hi + 0.5 * (hi - lo)]], [[0.0, 0.5]], ids=["late"]
+    )
+    with pytest.raises(ValueError, match=r"subject 'late'.*extrapolate"):
+        est.transform(late)
+    near = fi.IrregularData.from_lists(
+        [[hi - 1.0, hi + 0.05 * (hi - lo)]], [[0.0, 0.5]], ids=["near"]
+    )
+    with pytest.warns(UserWarning, match=r"subject 'near'.*5\.0% of its length"):
+        assert est.transform(near).shape == (1, 11)
+
+
+def test_auto_imputer_chooses_and_round_trips(tmp_path):
+    data = _small_design(3, 40, 5)
+    auto = fi.AutoImputer(random_state=0).fit(data)
+    assert auto.method_ in ("pace", "face", "mfpca", "kernel")
+    assert set(auto.cv_scores_) == {"pace", "face", "mfpca", "kernel"}
+    best = min(auto.cv_scores_, key=auto.cv_scores_.get)
+    assert auto.method_ in (best, "pace")  # PACE unless beaten by a standard error
+    np.testing.assert_allclose(
+        auto.transform(data), auto.estimator_.transform(data), rtol=1e-12
+    )
+    path = tmp_path / "auto.fdai"
+    auto.save(path)
+    same = fi.AutoImputer.load(path)
+    np.testing.assert_array_equal(same.transform(data), auto.transform(data))
