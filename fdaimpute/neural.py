@@ -213,7 +213,8 @@ class SANDImputer(_NeuralImputer):
     sand_smoothing_ : float or None
         The ridge of the closed-form start that SAND's layer was reset to
         after training (``sand_smoothing="auto"``), or None where the
-        trained layer was kept.
+        trained layer was kept (or, with a base, the network's state before
+        training).
 
     See Also
     --------

@@ -271,7 +271,7 @@ def test_sand_start_smooths_more_as_its_ridge_grows():
     assert error[RIDGES.index(AUTO_START)] < 1e-3 and error[-1] < 0.1
 
 
-def _smoothing_trainer(smoothing):
+def _smoothing_trainer(smoothing, **options):
     torch.manual_seed(0)
     module = SANDModule(
         VTModule(**TINY), SANDLayer(2, 32, 32, encoding_scale=10.0, encoding_base=100)
@@ -279,7 +279,13 @@ def _smoothing_trainer(smoothing):
     # a random start, which two epochs leave far from any closed-form start
     grid = torch.linspace(0, 1, 21)
     trainer = SANDTrainer(
-        module, grid, max_epochs=2, batch_size=4, smoothing=smoothing, seed=0
+        module,
+        grid,
+        max_epochs=2,
+        batch_size=4,
+        smoothing=smoothing,
+        seed=0,
+        **options,
     )
     valid = ragged(n=6, seed=1, lo=4)
     hidden = torch.zeros(valid.times.shape[0], dtype=torch.bool)
@@ -308,6 +314,20 @@ def test_sand_trainer_keeps_the_smoothing_with_the_lowest_held_out_error():
         trainer.module.sand.init_identity(grid, ridge=trainer.smoothing_)
         again = trainer.module.sand(curve, grid)[0]
     assert (kept - again).pow(2).mean() < 1e-3 * curve.pow(2).mean()
+
+
+def test_sand_trainer_back_at_the_start_reports_no_smoothing():
+    # keep_start with an unreachable margin goes back to the state before
+    # training: the ridge chosen after the epochs is then not in use
+    trainer, valid, hidden = _smoothing_trainer(
+        "auto", keep_start=True, start_margin=math.inf
+    )
+    start = {k: v.clone() for k, v in trainer.module.state_dict().items()}
+    trainer.fit(ragged(n=8), valid, hidden)
+    assert trainer.smoothing_errors_ and trainer.best_epoch == -1
+    assert trainer.smoothing_ is None
+    for name, value in trainer.module.state_dict().items():
+        torch.testing.assert_close(value, start[name], rtol=0, atol=0)
 
 
 def test_sand_trainer_without_smoothing_keeps_the_trained_layer():

@@ -47,7 +47,8 @@ class SANDTrainer(Trainer):
     ----------
     smoothing_ : float or None
         The ridge of the closed-form start that was kept, or None where the
-        trained layer was (or nothing was chosen).
+        trained layer was, nothing was chosen, or ``keep_start`` went back to
+        the state before training.
     smoothing_errors_ : dict
         Held-out error of each candidate (``"trained"`` and the ridges);
         empty where nothing was chosen.
@@ -82,6 +83,12 @@ class SANDTrainer(Trainer):
         self.smoothing_errors_ = errors
         self.smoothing_ = None if best == "trained" else best
         return self.smoothing_ is not None
+
+    def _check_gain(self, valid, hidden):
+        super()._check_gain(valid, hidden)
+        if self.best_epoch < self.start_epoch:
+            # back at the start (``keep_start``): nothing chosen is in use
+            self.smoothing_ = None
 
     def _held_out(self, valid, hidden):
         error = self.validate(valid, hidden)
