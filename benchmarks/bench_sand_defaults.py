@@ -241,6 +241,13 @@ def _mean_range(values, fmt):
     )
 
 
+def _ridge(row):
+    """What SAND's layer ended as: a ridge, "layer" (trained) or "start"."""
+    if not row["kept"]:
+        return "start"
+    return "layer" if row["smoothing"] is None else f"{row['smoothing']:g}"
+
+
 def table(rows, n, variants=None):
     """Markdown table at ``n``: per sparsity and variant, VT and SAND over seeds.
 
@@ -279,14 +286,12 @@ def table(rows, n, variants=None):
                 line[f"VT {label}"] = format(vt.mean(), fmt)
                 line[f"SAND {label}"] = format(sand.mean(), fmt)
                 line[f"SAND/VT {label}"] = _mean_range(sand / vt, ".3f")
+            line["VT fit s"] = f"{np.mean([p[0]['fit s'] for p in pairs]):.0f}"
             line["SAND fit s"] = f"{np.mean([p[1]['fit s'] for p in pairs]):.0f}"
             settings = VARIANTS[variant][0]
             if settings.get("sand_smoothing", "auto") == "auto":
-                line["ridge"] = " ".join(
-                    "layer" if p[1]["smoothing"] is None else f"{p[1]['smoothing']:g}"
-                    for p in pairs
-                )
-            if variant.startswith("base"):
+                line["ridge"] = " ".join(_ridge(p[1]) for p in pairs)
+            if "base" in settings:
                 kept = [f"{int(p[0]['kept'])}{int(p[1]['kept'])}" for p in pairs]
                 line["kept (VT, SAND)"] = " ".join(kept)
             lines.append(line)
@@ -303,6 +308,7 @@ def table(rows, n, variants=None):
         "VT rough",
         "SAND rough",
         "SAND/VT rough",
+        "VT fit s",
         "SAND fit s",
     ]
     if any("ridge" in line for line in lines):
@@ -383,8 +389,9 @@ def main(argv=None):
                     flush=True,
                 )
     rows = load_rows()
-    sizes = sorted({r["n"] for r in rows})
-    parts = []
+    sizes = sorted({r["n"] for r in rows if r["model"] == "SAND"})
+    commands = sorted({r["command"] for r in rows if r["n"] in sizes})
+    parts = ["Rows from:\n\n" + "\n".join(f"- `{c}`" for c in commands)]
     for n in sizes:
         parts.append(f"### n = {n:,}\n\n{table(rows, n)}\n\n{oracle_table(rows, n)}")
     body = "\n\n".join(parts)

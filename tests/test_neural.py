@@ -356,7 +356,8 @@ def test_sand_curves_are_smoother_than_vts_at_the_defaults():
     # test is fast); SAND's own settings, the loss and the validation are the
     # defaults. Before issue 40, SAND's layer, trained at the transformer's
     # rate, overfit: 7x VT's mean squared second difference here, MSE 4%
-    # above VT's (docs/benchmarks.md, section sand-defaults, at full size).
+    # above VT's; at n = 2,000 and the full preset, 2.4-4.9x VT's roughness
+    # (docs/benchmarks.md, section sand-defaults).
     sim = fi.simulate.sand_paper(n=300, n_obs=30, random_state=0)
     fresh = fi.simulate.sand_paper(n=200, n_obs=30, random_state=100).train
     small = dict(
