@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -210,7 +211,7 @@ def run_task(task):
 
 def tasks(args):
     """The fits asked for whose rows are not saved yet (oracle first)."""
-    command = "python " + " ".join(sys.argv)
+    command = "python " + shlex.join(sys.argv)
     todo = []
     for sparsity in args.sparsity:
         for seed in args.seeds:
