@@ -264,19 +264,31 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
 
     # ------------------------------------------------------------------ #
     # persistence
-    def save(self, path):
+    def save(self, path, *, allow_pickle=False):
         """Write the imputer, fitted or not, to ``path``.
 
-        The file is fdaimpute's versioned model format (a magic line, a JSON
-        header with the class, the library versions and a SHA-256 digest,
-        then the pickled estimator; see :mod:`fdaimpute.persistence`).
-        Neural imputers store their weights on the CPU, so a model trained
-        on a GPU loads on a machine without one.
+        The file is fdaimpute's model format: a JSON header holding every
+        parameter and fitted value, and the arrays and network weights in
+        safetensors (see :mod:`fdaimpute.persistence`). It holds data only,
+        so loading it cannot run code. Neural imputers store their weights
+        on the CPU, so a model trained on a GPU loads on a machine without
+        one.
 
         Parameters
         ----------
         path : str or path-like
             Destination file (overwritten).
+        allow_pickle : bool, default=False
+            Pickle an imputer holding a value the format cannot hold (a
+            regularizer class of your own, say) instead of raising. Such a
+            file loads only with ``load(path, allow_pickle=True)``.
+
+        Raises
+        ------
+        TypeError
+            If the imputer holds a value the format cannot hold (a
+            ``RandomState``, your own class) and ``allow_pickle`` is False;
+            the message says which attribute and what to change.
 
         See Also
         --------
@@ -284,20 +296,20 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         """
         from fdaimpute.persistence import save
 
-        save(self, path)
+        save(self, path, allow_pickle=allow_pickle)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path, *, allow_pickle=False):
         """Read an imputer written by :meth:`save`.
-
-        .. warning::
-           Loading unpickles the file, which can run arbitrary code: load
-           only files you trust.
 
         Parameters
         ----------
         path : str or path-like
             The file.
+        allow_pickle : bool, default=False
+            Also read a file saved with ``allow_pickle=True`` that holds a
+            pickle. **Unpickling can run any code**: pass it only for files
+            you trust.
 
         Returns
         -------
@@ -311,7 +323,8 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         ------
         ValueError
             If the file is not an fdaimpute model, is in another format
-            version, or is truncated or corrupted.
+            version, is truncated or corrupted, or holds a pickle and
+            ``allow_pickle`` is False.
         TypeError
             If the file holds another class.
 
@@ -329,4 +342,4 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         """
         from fdaimpute.persistence import load
 
-        return load(path, cls)
+        return load(path, cls, allow_pickle=allow_pickle)
