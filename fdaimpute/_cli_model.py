@@ -19,9 +19,12 @@ _WORLD_SIZE = "WORLD_SIZE"
 
 def add_data_options(parser):
     """Column names of the long CSV and what to do with repeated times."""
-    parser.add_argument("--id", default="id", help="subject column (default id)")
-    parser.add_argument("--time", default="time", help="time column (default time)")
-    parser.add_argument("--value", default="value", help="value column (default value)")
+    saved = " or, with --model, the model's"
+    parser.add_argument(
+        "--id", help=f"subject column (default id{saved}); ids are read as text"
+    )
+    parser.add_argument("--time", help=f"time column (default time{saved})")
+    parser.add_argument("--value", help=f"value column (default value{saved})")
     parser.add_argument(
         "--duplicates",
         choices=["raise", "average"],
@@ -65,11 +68,21 @@ def add_fit_command(sub):
         "'fdaimpute impute FILE --model MODEL'.",
     )
     fit.add_argument("input", help="CSV with one row per observation")
-    fit.add_argument("--save", required=True, metavar="FILE", help="model file")
+    fit.add_argument(
+        "--save",
+        required=True,
+        metavar="FILE",
+        help="model file (refused if it exists, unless --force); it keeps the "
+        "column names for 'fdaimpute impute --model'",
+    )
+    fit.add_argument(
+        "--force", action="store_true", help="replace the model file if it exists"
+    )
     fit.add_argument(
         "--method",
         default="pace",
-        help="kernel, pace, face, mfpca, mice, gain, cnp, vt or sand (default pace)",
+        help="kernel, pace, face, mfpca, mice, gain, cnp, vt or sand (default "
+        "pace, any case)",
     )
     fit.add_argument(
         "--grid",
@@ -119,11 +132,18 @@ def _join_process_group(est, method):
 
 
 def _fit(args):
-    from fdaimpute.cli import _cli_message, _estimator, _parse_grid, _read_data
+    from fdaimpute._cli_output import check_target
+    from fdaimpute.cli import (
+        _cli_message,
+        _estimator,
+        _parse_grid,
+        _read_data,
+        column_names,
+        method_name,
+    )
 
+    args.method = method_name(args.method)
     est = _estimator(args, args.method)
-    data = _read_data(args)
-    est.set_params(grid=_parse_grid(args.grid, data.time_range))
     extra = {"max_epochs": args.epochs, "device": args.device}
     for name, value in extra.items():
         if value is None:
@@ -132,6 +152,10 @@ def _fit(args):
             flag = "--epochs" if name == "max_epochs" else "--device"
             raise SystemExit(f"{flag} applies to vt and sand, not {args.method}")
         est.set_params(**{name: value})
+    check_target(args.save, "--save", [args.input], args.force)
+    names = column_names(args)
+    data = _read_data(args, names)
+    est.set_params(grid=_parse_grid(args.grid, data.time_range))
     rank = _join_process_group(est, args.method) if _world_size() > 1 else 0
     start = time.perf_counter()
     try:
@@ -151,31 +175,51 @@ def _fit(args):
         f"{time.perf_counter() - start:.1f} s",
         file=sys.stderr,
     )
+    from fdaimpute.persistence import save
+
+    columns = dict(zip(("id", "time", "value"), names))
     try:
-        est.save(args.save)
+        save(est, args.save, metadata=columns, overwrite=args.force)
+    except FileExistsError:
+        raise SystemExit(
+            f"--save {args.save} exists; pass --force to replace it"
+        ) from None
     except OSError as exc:
         raise SystemExit(f"cannot write {args.save}: {exc}") from None
     print(f"Saved {args.save}", file=sys.stderr)
     return 0
 
 
-def _load(path):
-    from fdaimpute.persistence import load
+def _load(path, trust):
+    """The fitted imputer of a model file and the columns it was fitted with."""
+    from fdaimpute.persistence import load, read_header
 
     try:
-        est = load(path)
+        header = read_header(path)
+        est = load(path, allow_pickle=trust)
     except (ValueError, TypeError, OSError) as exc:
-        raise SystemExit(f"cannot load model {path}: {exc}") from None
+        message = str(exc).replace(
+            "load(path, allow_pickle=True), or --trust-model on the command line",
+            "--trust-model",
+        )
+        raise SystemExit(f"cannot load model {path}: {message}") from None
     if not hasattr(est, "grid_"):
         raise SystemExit(
             f"{path} holds an unfitted {type(est).__name__}; fit it before saving"
         )
-    return est
+    return est, header.get("metadata") or {}
 
 
 def impute_with_model(args):
     """``fdaimpute impute FILE --model MODEL``: transform with a saved imputer."""
-    from fdaimpute.cli import _cli_message, _parse_grid, _read_data, write_output
+    from fdaimpute._cli_output import check_room, check_target
+    from fdaimpute.cli import (
+        _METHOD_OF_CLASS,
+        _parse_grid,
+        _read_data,
+        column_names,
+        write_output,
+    )
 
     if args.method is not None:
         raise SystemExit("give --method (fit on the input) or --model, not both")
@@ -184,15 +228,15 @@ def impute_with_model(args):
             "--param and --params-file set a method before fitting; a saved "
             "model is already fitted"
         )
-    est = _load(args.model)
-    name = type(est).__name__
-    data = _read_data(args)
+    check_target(args.output, "-o", [args.input, args.model], args.force)
+    est, saved = _load(args.model, args.trust_model)
+    name = _METHOD_OF_CLASS.get(type(est).__name__, type(est).__name__)
+    names = column_names(args, saved)
+    data = _read_data(args, names)
     grid = est.grid_ if args.grid is None else _parse_grid(args.grid, est.time_range_)
+    check_room(args.output, len(data), grid.size, 2 if args.std else 1)
     if args.extrapolate and hasattr(est, "extrapolate"):
         est.set_params(extrapolate=True)
     start = time.perf_counter()
-    try:
-        out = est.transform(data, grid=grid, return_std=args.std)
-    except (ValueError, TypeError, NotImplementedError) as exc:
-        raise SystemExit(f"{name}: {_cli_message(str(exc))}") from None
-    return write_output(args, data, grid, out, f"the {name} of {args.model}", start)
+    label = f"the {name} model {args.model}"
+    return write_output(args, data, grid, est, label, start, names)

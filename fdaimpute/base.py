@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from fdaimpute._blocks import check_output_fits, subject_blocks
 from fdaimpute._coerce import check_not_datetime
 from fdaimpute._input import InputMixin
 from fdaimpute._interpolate import interpolate_rows
@@ -168,15 +169,25 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         """
         data = self._check_transform_input(X)
         grid = self._query_grid(grid)
+        check_output_fits(len(data), grid.size, 2 if return_std else 1)
         inner, cols, _ = self._clipped(grid)
         if return_std:
-            curves, std = self._transform_grid(data, inner, return_std=True)
+            curves, std = self._in_blocks(
+                lambda part: self._transform_grid(part, inner, return_std=True),
+                data,
+                inner.size,
+                n_out=2,
+            )
             curves, std = curves[:, cols], std[:, cols]
             self._check_finite(curves, data, "imputed curve")
             self._check_finite(std, data, "standard deviation")
             curves, std = self._keep_observed(data, grid, curves, std)
             return self._wrap(curves, data, grid), self._wrap(std, data, grid)
-        curves = self._transform_grid(data, inner, return_std=False)[:, cols]
+        curves = self._in_blocks(
+            lambda part: self._transform_grid(part, inner, return_std=False),
+            data,
+            inner.size,
+        )[:, cols]
         self._check_finite(curves, data, "imputed curve")
         curves, _ = self._keep_observed(data, grid, curves)
         return self._wrap(curves, data, grid)
@@ -199,8 +210,11 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         """
         data = self._check_transform_input(X)
         grid = self._query_grid(grid)
+        check_output_fits(len(data), grid.size, what="derivative")
         inner, cols, outside = self._clipped(grid)
-        deriv = self._derivative_grid(data, inner)[:, cols]
+        deriv = self._in_blocks(
+            lambda part: self._derivative_grid(part, inner), data, inner.size
+        )[:, cols]
         deriv[:, outside] = 0.0
         self._check_finite(deriv, data, "derivative")
         return self._wrap(deriv, data, grid)
@@ -239,6 +253,25 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         if not _is_ragged(times) and np.ndim(times) == 1:
             return self._predict_common(data, times)
         return self._predict_per_subject(data, times)
+
+    @staticmethod
+    def _in_blocks(compute, data, width, n_out=1):
+        """``compute(part)`` on blocks of subjects, stacked into whole outputs.
+
+        Blocks hold at most about a million output cells and four million
+        observations (``fdaimpute._blocks``), so the method's intermediate
+        arrays stay bounded however many subjects there are. ``compute``
+        returns one array of shape (n_part, width), or ``n_out`` of them.
+        """
+        blocks = subject_blocks(data.offsets, width)
+        if len(blocks) == 1:
+            return compute(data)
+        outs = [np.empty((len(data), width)) for _ in range(n_out)]
+        for lo, hi in blocks:
+            got = compute(data.take(np.arange(lo, hi)))
+            for out, part in zip(outs, got if n_out > 1 else (got,)):
+                out[lo:hi] = part
+        return tuple(outs) if n_out > 1 else outs[0]
 
     # ------------------------------------------------------------------ #
     # hooks with a default

@@ -55,8 +55,9 @@ import pickle
 import stat
 import struct
 import sys
-import tempfile
 import warnings
+
+from fdaimpute._files import atomic_write
 
 __all__ = [
     "FORMAT_VERSION",
@@ -179,52 +180,6 @@ def save(estimator, path, *, allow_pickle=False, metadata=None, overwrite=True):
         header["model"] = tree
     head = json.dumps(header, allow_nan=False).encode("utf-8")
     atomic_write(path, [MAGIC, _LENGTH.pack(len(head)), head, payload], overwrite)
-
-
-def atomic_write(path, chunks, overwrite=True):
-    """Write ``chunks`` (bytes) to a temporary file beside ``path``, then rename it.
-
-    Parameters
-    ----------
-    path : str or path-like
-        Destination.
-    chunks : iterable of bytes
-        The content, in order.
-    overwrite : bool, default=True
-        ``False``: raise :class:`FileExistsError` if ``path`` exists (checked
-        before writing and again at the rename, which then does not replace
-        a file created meanwhile).
-    """
-    path = os.fspath(path)
-    if not overwrite and os.path.lexists(path):
-        raise FileExistsError(f"{path} exists")
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".fdaimpute-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
-        _rename(tmp, path, overwrite)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def _rename(tmp, path, overwrite):
-    if overwrite:
-        os.replace(tmp, path)
-        return
-    try:
-        os.link(tmp, path)  # fails if path exists: never replaces a file
-    except FileExistsError:
-        raise FileExistsError(f"{path} exists") from None
-    except OSError:  # a filesystem without hard links
-        if os.path.lexists(path):
-            raise FileExistsError(f"{path} exists") from None
-        os.replace(tmp, path)
-        return
-    os.remove(tmp)
 
 
 def _read_exactly(fh, n, path, what):
