@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import time
 
 __all__ = [
@@ -15,6 +17,8 @@ __all__ = [
 
 # Set by torchrun (and other launchers) in every process they start.
 _WORLD_SIZE = "WORLD_SIZE"
+# Seconds to wait for the other processes before giving up.
+_TIMEOUT = "FDAIMPUTE_RENDEZVOUS_TIMEOUT"
 
 
 def add_data_options(parser):
@@ -127,8 +131,61 @@ def _join_process_group(est, method):
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
         est.set_params(device=f"cuda:{local}")
-    dist.init_process_group(backend="nccl" if cuda else "gloo")
+    with rendezvous_deadline():
+        dist.init_process_group(backend="nccl" if cuda else "gloo")
     return dist.get_rank()
+
+
+@contextlib.contextmanager
+def rendezvous_deadline():
+    """Exit with a message when the process group cannot be joined in time.
+
+    A launcher's variables without the other processes (a stray
+    ``WORLD_SIZE=2``) would make ``init_process_group`` wait for peers that
+    never come, for torch's 30 minutes. After
+    ``FDAIMPUTE_RENDEZVOUS_TIMEOUT`` seconds (default 60) this prints why
+    and exits; errors of the launcher's variables (no ``RANK``, no
+    ``MASTER_ADDR``) become the same kind of message at once.
+    """
+    seconds = _rendezvous_timeout()
+    where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    advice = (
+        f"{_WORLD_SIZE}={os.environ.get(_WORLD_SIZE)} is set, so this process "
+        "waits for the others of a torchrun launch; unset it to fit in one "
+        "process, or start every process with torchrun"
+    )
+
+    def give_up():
+        print(
+            f"fdaimpute: no other process joined at {where} within {seconds:g} s "
+            f"(FDAIMPUTE_RENDEZVOUS_TIMEOUT): {advice}",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(1)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except (ValueError, RuntimeError) as exc:
+        raise SystemExit(f"cannot join the process group ({exc}): {advice}") from None
+    finally:
+        timer.cancel()
+
+
+def _rendezvous_timeout():
+    text = os.environ.get(_TIMEOUT, "60")
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise SystemExit(
+            f"{_TIMEOUT} must be a number of seconds, got {text!r}"
+        ) from None
+    if not seconds > 0:
+        raise SystemExit(f"{_TIMEOUT} must be positive, got {text!r}")
+    return seconds
 
 
 def _fit(args):

@@ -603,3 +603,45 @@ def test_header_only_csv_is_reported(tmp_path):
     path.write_text("id,time,value\n")
     with pytest.raises(SystemExit, match="cannot read .* no observations"):
         main(["impute", str(path), "-o", str(tmp_path / "out.csv")])
+
+
+def test_launcher_variables_without_peers_give_a_message(long_csv, tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    path, _ = long_csv
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(
+        os.environ,
+        WORLD_SIZE="2",
+        RANK="0",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        FDAIMPUTE_RENDEZVOUS_TIMEOUT="2",
+    )
+    cmd = [sys.executable, "-m", "fdaimpute.cli", "fit", str(path), "--method"]
+    cmd += ["sand", "--epochs", "1", "--save", str(tmp_path / "m.fdai"), *NAMES[:6]]
+    start = time.perf_counter()
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert time.perf_counter() - start < 60
+    assert run.returncode == 1
+    assert "no other process joined" in run.stderr
+    assert "unset it to fit in one process" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "m.fdai").exists()
+
+
+def test_launcher_variables_missing_a_rank_give_a_message(
+    long_csv, tmp_path, monkeypatch
+):
+    path, _ = long_csv
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("RANK", raising=False)
+    fit = ["fit", str(path), "--save", str(tmp_path / "m.fdai"), *NAMES[:6]]
+    with pytest.raises(SystemExit, match="cannot join the process group .*RANK"):
+        main([*fit, "--method", "vt", "--epochs", "1"])
