@@ -129,7 +129,10 @@ class _Writer:
             fortran = fortran and not array.flags.c_contiguous
             # a Fortran-ordered array is stored transposed and read back as a
             # transpose, so that it keeps its memory layout (and BLAS its sums)
-            self.arrays[name] = np.ascontiguousarray(array.T if fortran else array)
+            stored = array.T if fortran else array
+            if not stored.flags.c_contiguous:  # (ascontiguousarray makes 0-d 1-d)
+                stored = np.ascontiguousarray(stored)
+            self.arrays[name] = stored
             self._keep.append(array)
             known = self._names[id(array)] = (name, {"order": "F"} if fortran else {})
         name, extra = known

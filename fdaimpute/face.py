@@ -62,7 +62,9 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
         Order of the difference penalty on neighbouring coefficients; a
         polynomial of degree below it (per direction) is not penalised.
     lambda_mean : float or "gcv", default="gcv"
-        Smoothing parameter of the mean, or chosen by GCV.
+        Smoothing parameter of the mean, or chosen by GCV. A number applies
+        to the standardised data (times on [0, 1], values of unit standard
+        deviation; see Notes), so it means the same in any units.
     lambda_cov : float, "gcv" or "cv", default="gcv"
         Smoothing parameter of the covariance surface: a number, chosen by
         GCV over the raw covariances (closed form, see Notes), or by 5-fold
@@ -107,7 +109,7 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
     fve_ : ndarray of shape (K,)
         Cumulative fraction of variance explained.
     lambda_mean_, lambda_cov_ : float
-        Smoothing parameters used.
+        Smoothing parameters used (on the standardised data).
     df_mean_, df_cov_ : float
         Effective degrees of freedom of the two fits.
     grid_ : ndarray of shape (n_grid,)
@@ -123,6 +125,13 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
 
     Notes
     -----
+    *Units.* The fit works on standardised data: times mapped onto [0, 1]
+    by the training range, values centred on their mean and divided by
+    their standard deviation. Its smoothing, tolerances and starting values
+    therefore see the same numbers in any units, and the curves, bands and
+    derivatives change with the units exactly as the data do (to rounding),
+    as PACE's do.
+
     *Speed.* Pairs of observations are never formed. The normal equations
     of the surface regression are sums over subjects of Kronecker products
     of each subject's banded ``B_i^T B_i`` (less the diagonal pairs), built
@@ -227,31 +236,23 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
                 "all training observations are at one time; cannot fit a curve"
             )
         options = {name: getattr(self, name) for name in _OPTIONS}
+        times, values = self._standardise(data)
+        scaled = (times, values, data.offsets, (0.0, 1.0), options)
         with one_blas_thread():
-            result = fit_face(
-                data.times, data.values, data.offsets, self.time_range_, options
-            )
+            result = fit_face(*scaled)
         model = result.model
-        observation_noise = _measurement_noise(data, model.noise_variance)
+        observation_noise = _measurement_noise(
+            data.with_values(values, times), model.noise_variance
+        )
         with one_blas_thread():
             model.band_weight, model.band_misfit = held_out_bands(
-                data.times,
-                data.values,
-                data.offsets,
-                self.time_range_,
-                options,
-                fit_face,
-                observation_noise,
+                *scaled, fit_face, observation_noise
             )
         self._model = model
-        grid = self.grid_
-        self.mean_ = model.mean_at(grid)
-        self.covariance_ = model.covariance_on(grid)
-        self.eigenvalues_ = model.eigenvalues[: model.n_components].copy()
-        self.eigenfunctions_ = model.eigenfunctions_at(grid)
-        self.noise_variance_ = observation_noise
-        self.predictor_noise_variance_ = model.noise_variance
-        self.n_components_ = model.n_components
+        self._set_model_attributes(model, self.grid_)
+        spread = self._scale[3]
+        self.noise_variance_ = observation_noise * spread**2
+        self.predictor_noise_variance_ = model.noise_variance * spread**2
         self.fve_ = result.fve
         self.lambda_mean_, self.lambda_cov_ = result.lambda_mean, result.lambda_cov
         self.df_mean_, self.df_cov_ = result.df_mean, result.df_cov
