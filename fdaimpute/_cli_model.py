@@ -217,7 +217,7 @@ def _fit(args):
     start = time.perf_counter()
     try:
         est.fit(data)
-    except (ValueError, TypeError, NotImplementedError) as exc:
+    except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
         raise SystemExit(f"{args.method}: {_cli_message(str(exc))}") from None
     finally:
         if _world_size() > 1:

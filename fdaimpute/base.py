@@ -14,6 +14,7 @@ from fdaimpute._params import Boolean, validate_params
 from fdaimpute._query import QueryMixin, _is_ragged
 from fdaimpute._validation import (
     check_extrapolate,
+    check_magnitudes,
     check_times_in_range,
     resolve_grid,
 )
@@ -106,6 +107,7 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             validate_params(self)
             extrapolate = self._extrapolation()
             data = self._validate_input(X, reset=True)
+            check_magnitudes(data)
             self.time_range_ = data.time_range
             dense_times = getattr(self, "dense_times_", None)
             grid = resolve_grid(self.grid, self.time_range_, dense_times)

@@ -377,7 +377,7 @@ def _impute(args):
     start = time.perf_counter()
     try:
         est.fit(data)
-    except (ValueError, TypeError, NotImplementedError) as exc:
+    except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
         raise SystemExit(f"{method}: {_cli_message(str(exc))}") from None
     return write_output(args, data, grid, est, method, start, column_names(args))
 
@@ -392,7 +392,7 @@ def write_output(args, data, grid, est, label, start, names):
     def impute(part):
         try:
             return est.transform(part, grid=grid, return_std=args.std)
-        except (ValueError, TypeError, NotImplementedError) as exc:
+        except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
             raise SystemExit(f"{label}: {_cli_message(str(exc))}") from None
 
     write_curves(
