@@ -50,19 +50,7 @@ N_POINTS_SUBJECTS_SWEEP = 10
 # Largest size measured per (method, phase, sweep): beyond it a fit or a
 # transform takes more than about ten minutes on two cores.
 LIMITS = {
-    ("kernel", "fit", "points"): 10_000,
-    ("mfpca", "fit", "points"): 100_000,
-    ("gain", "fit", "subjects"): 100_000,
-    ("vt", "fit", "subjects"): 10_000,
-    ("sand", "fit", "subjects"): 10_000,
-    ("cnp", "fit", "subjects"): 100_000,
-    ("vt", "transform", "subjects"): 100_000,
-    ("sand", "transform", "subjects"): 100_000,
-    ("vt", "fit", "points"): 10_000,
-    ("sand", "fit", "points"): 10_000,
-    ("vt", "transform", "points"): 100_000,
-    ("sand", "transform", "points"): 100_000,
-    ("cnp", "fit", "points"): 100_000,
+    ("kernel", "fit", "points"): 1_000,
 }
 
 

@@ -604,3 +604,17 @@ def test_model_tree_is_plain_json_with_class_names(fitted, tmp_path):
     assert {"PACEImputer", "PACEModel", "MeanCurve", "DefaultNumerics"} <= names
     assert not any("." in name for name in names)  # names, not module paths
     assert tree["state"]["random_state"] == 0
+
+
+@needs_torch
+def test_config_asking_for_a_bigger_network_than_its_weights_is_refused(
+    fitted, tmp_path
+):
+    path = tmp_path / "vt.fdaimpute"
+    fitted("VT").save(path)
+    header, payload = _split_file(path.read_bytes())
+    config = header["model"]["state"]["module_config_"]["items"]["vt"]["items"]
+    config["d_model"] = 1 << 20  # a network of terabytes, with the tiny weights
+    path.write_bytes(_join_file(header, payload))
+    with pytest.raises(ValueError, match="do not fit the network"):
+        fi.VTImputer.load(path)
