@@ -48,10 +48,21 @@ POINTS = (100, 1_000, 10_000, 100_000, 1_000_000)
 SUBJECTS = (1_000, 10_000, 100_000, 1_000_000)
 N_SUBJECTS_POINTS_SWEEP = 20
 N_POINTS_SUBJECTS_SWEEP = 10
-# Largest size measured per (method, phase, sweep): beyond it a fit or a
-# transform takes more than about ten minutes on two cores.
+# Largest size measured per (method, phase, sweep) in the documented run:
+# beyond it one call takes more than about ten minutes on two cores (time,
+# not memory: KernelImputer's cross-validation and the transformers'
+# attention cost the square of a subject's points in time, linear memory).
 LIMITS = {
     ("kernel", "fit", "points"): 1_000,
+    ("vt", "fit", "points"): 1_000,
+    ("sand", "fit", "points"): 1_000,
+    ("vt", "transform", "points"): 10_000,
+    ("sand", "transform", "points"): 10_000,
+    ("cnp", "fit", "points"): 100_000,
+    ("vt", "fit", "subjects"): 100_000,
+    ("sand", "fit", "subjects"): 100_000,
+    ("cnp", "fit", "subjects"): 100_000,
+    ("gain", "fit", "subjects"): 100_000,
 }
 
 
