@@ -13,7 +13,14 @@ import platform
 import sys
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+#: Where ``write_section`` writes; ``FDAIMPUTE_BENCH_DOC`` redirects it (a run on
+#: a borrowed machine writes its sections to a file of its own).
+DOC = Path(
+    os.environ.get(
+        "FDAIMPUTE_BENCH_DOC",
+        Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md",
+    )
+)
 
 
 def machine():
@@ -58,11 +65,15 @@ def markdown_table(rows, columns, formats=None):
     return "\n".join(lines)
 
 
-def write_section(name, title, body):
-    """Replace (or append) the section ``name`` of docs/benchmarks.md."""
+def write_section(name, title, body, measured_on=None):
+    """Replace (or append) the section ``name`` of docs/benchmarks.md.
+
+    ``measured_on`` names the machine that measured what a table made from
+    saved rows shows (default: this one).
+    """
     stamp = (
         f"Command: `python {' '.join(sys.argv)}`  \n"
-        f"Machine: {machine()}  \n"
+        f"Machine: {measured_on or machine()}  \n"
         f"Date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}\n"
     )
     section = (

@@ -19,6 +19,12 @@ The documented run (``--write`` replaces the "neural" section of
 docs/benchmarks.md)::
 
     python benchmarks/bench_neural.py --n 10000 --epochs 60 --write
+
+On a GPU, a time budget per fit (the epochs that fit in it, the learning-rate
+schedule ending at the last)::
+
+    python benchmarks/bench_neural.py --sparsity 8-12 --methods oracle pace sand \
+        --device cuda --max-time 240 --epochs 5000
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ _SETTINGS = (
     "lr",
     "patience",
     "dropout",
+    "visible_weight",
+    "max_time",
 )
 
 
@@ -75,6 +83,9 @@ def neural(kind, args, n_fit):
         "validation_fraction": round(args.val_share * n_fit) / n_fit,
         "random_state": args.seed,
         "verbose": args.verbose,
+        "device": args.device,
+        "amp": args.amp,
+        "cuda_graph": {"auto": "auto", "on": True, "off": False}[args.cuda_graph],
     }
     for name in _SETTINGS:
         value = getattr(args, name)
@@ -96,8 +107,12 @@ def _label(method, args):
     changed = [
         f"{k}={getattr(args, k)}"
         for k in _SETTINGS
-        if getattr(args, k) is not None and getattr(args, k) != preset[k]
+        if getattr(args, k) is not None and getattr(args, k) != preset.get(k)
     ]
+    if args.amp != "auto":
+        changed.append(f"amp={args.amp}")
+    if args.cuda_graph != "auto":
+        changed.append(f"cuda_graph={args.cuda_graph}")
     if method == "sand" and args.anchors:
         changed.append(f"anchors={args.anchors}")
     if method == "sand" and args.sand_init != "identity":
@@ -130,6 +145,8 @@ def run_one(sparsity, args):
             extra = {
                 "epochs (best)": f"{est.n_epochs_} ({est.best_epoch_ + 1})",
                 "s / epoch": float(np.mean(hist["seconds"])),
+                "stop": est.stop_reason_,
+                "device": str(est.device_),
             }
         else:
             est = fi.PACEImputer() if method == "pace" else fi.KernelImputer()
@@ -191,8 +208,14 @@ def throughput(args):
     rows = []
     rng = np.random.default_rng(0)
     fit = fi.simulate.sand_paper(2000, n_obs="8-12", random_state=0).train.data
-    for cls in (VTImputer, SANDImputer):
-        est = cls(base=None, max_epochs=1, random_state=0).fit(fit)
+    for cls, size in [(c, s) for c in (VTImputer, SANDImputer) for s in args.pbs]:
+        est = cls(
+            base=None,
+            max_epochs=1,
+            random_state=0,
+            device=args.device,
+            predict_batch_size=size,
+        ).fit(fit)
         est.transform(fit[:512])  # warm-up
         for n in args.throughput_n:
             data = _random_subjects(n, rng)
@@ -211,6 +234,8 @@ def throughput(args):
             rows.append(
                 {
                     "model": cls.__name__,
+                    "device": str(est.device_),
+                    "batch": size,
                     "subjects": n,
                     "curves / s": float(np.median(rate)),
                     "range": f"{rate.min():.0f} to {rate.max():.0f}",
@@ -223,6 +248,8 @@ def throughput(args):
         rows,
         [
             "model",
+            "device",
+            "batch",
             "subjects",
             "curves / s",
             "range",
@@ -249,7 +276,7 @@ def main(argv=None):
         default=["oracle", "pace", "kernel", "vt", "sand"],
         choices=["oracle", "pace", "kernel", "vt", "sand"],
     )
-    parser.add_argument("--preset", default="cpu", choices=["cpu", "paper"])
+    parser.add_argument("--preset", default="cpu", choices=list(PRESETS))
     parser.add_argument("--epochs", type=int, default=None, help="max_epochs")
     parser.add_argument("--d-model", dest="d_model", type=int)
     parser.add_argument("--n-heads", dest="n_heads", type=int)
@@ -260,6 +287,26 @@ def main(argv=None):
     parser.add_argument("--batch-size", dest="batch_size", type=int)
     parser.add_argument("--lr", type=float)
     parser.add_argument("--patience", type=int)
+    parser.add_argument(
+        "--visible-weight", dest="visible_weight", type=float, help="visible_weight"
+    )
+    parser.add_argument(
+        "--max-time",
+        dest="max_time",
+        type=float,
+        help="time budget of each network's epochs, seconds (max_time)",
+    )
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
+    parser.add_argument(
+        "--cuda-graph",
+        dest="cuda_graph",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="cuda_graph: auto (the default), on (True) or off (False)",
+    )
+    parser.add_argument(
+        "--amp", default="auto", choices=["auto", "off", "bfloat16", "float16"]
+    )
     parser.add_argument("--anchors", choices=["mean", "two-sided"])
     parser.add_argument(
         "--sand-init",
@@ -279,6 +326,12 @@ def main(argv=None):
     parser.add_argument(
         "--write", action="store_true", help="update docs/benchmarks.md"
     )
+    parser.add_argument(
+        "--section",
+        default="neural",
+        help="docs/benchmarks.md section that --write replaces",
+    )
+    parser.add_argument("--note", default="", help="a paragraph for the section")
     parser.add_argument(
         "--save-rows", dest="save_rows", help="also write the rows to this JSON file"
     )
@@ -303,7 +356,17 @@ def main(argv=None):
     parser.add_argument(
         "--repeats", type=int, default=3, help="timed transforms per throughput case"
     )
+    parser.add_argument(
+        "--predict-batch-size",
+        dest="pbs",
+        nargs="+",
+        type=int,
+        default=[256],
+        help="predict_batch_size values of the throughput runs",
+    )
     args = parser.parse_args(argv)
+    if args.amp == "off":
+        args.amp = False
 
     import torch
 
@@ -327,12 +390,13 @@ def main(argv=None):
             )
             write_section("neural-throughput", "VT and SAND transform throughput", body)
         return []
-    rows, commands = [], []
+    rows, commands, machines = [], [], set()
     if args.load_rows:
         for path in args.load_rows:
             saved = json.loads(Path(path).read_text())
             rows.extend(saved["rows"])
             commands.append(saved["command"])
+            machines.add(saved.get("machine"))
     else:
         commands.append("python " + " ".join(sys.argv))
         for sparsity in args.sparsity:
@@ -352,13 +416,16 @@ def main(argv=None):
     order = {s: i for i, s in enumerate(SPARSITIES)}
     methods = ["oracle", "pace", "kernel", "VT", "SAND"]
     rows.sort(key=lambda r: (order[r["n_i"]], methods.index(r["method"].split()[0])))
+    columns = COLUMNS + [c for c in ("stop", "device") if any(c in r for r in rows)]
     table = markdown_table(
-        rows, COLUMNS, {"MSE / oracle": ".3f", "s / epoch": ".1f", "fit s": ".0f"}
+        rows, columns, {"MSE / oracle": ".3f", "s / epoch": ".2f", "fit s": ".0f"}
     )
     print()
     print(table)
     if args.write:
         runs = "\n".join(f"- `{c}`" for c in commands)
+        saved = args.load_rows or [args.save_rows or "benchmarks/results/neural/x"]
+        folder = Path(saved[0]).parent.as_posix()
         body = (
             "SAND paper's process (90/5/5 split), test subjects scored on the "
             "101-point grid against the noise-free curves; MSE and TV x 1000 "
@@ -367,11 +434,18 @@ def main(argv=None):
             "validation; `epochs (best)` is epochs run (epoch kept), `s / epoch` "
             "includes validation. Rows are labelled with the settings that differ "
             'from `preset="cpu"`. Each run saved its rows (`--save-rows`); the '
-            "files are in `benchmarks/results/neural/`. Runs (one torch thread "
-            "each, two runs at a time on the 2 cores):\n\n"
-            f"{runs}\n\n{table}\n"
+            f"files are in `{folder}/`. "
+            + (
+                args.note
+                or "Runs (one torch thread each, two runs at a time on the 2 cores):"
+            )
+            + f"\n\n{runs}\n\n{table}\n"
         )
-        write_section("neural", "VT and SAND (simulation)", body)
+        title = "VT and SAND (simulation)"
+        if args.section != "neural":
+            title += f" ({args.section})"
+        measured_on = machines.pop() if len(machines) == 1 else None
+        write_section(args.section, title, body, measured_on)
     return rows
 
 

@@ -113,9 +113,11 @@ def _world_size():
 def _join_process_group(est, method):
     """Under a launcher with several processes: join its group; return the rank.
 
-    The neural imputers train on every rank together (gloo on CPUs, NCCL on
-    GPUs, one GPU per process); the other methods have nothing to share
-    between processes and are refused.
+    The neural imputers train on every rank together: gloo on CPUs; on GPUs
+    rank ``r`` of a machine takes GPU ``r`` modulo their number, with NCCL
+    where each process has a GPU of its own and gloo where processes share
+    one (NCCL refuses two ranks on one GPU). The other methods have nothing
+    to share between processes and are refused.
     """
     import torch
     import torch.distributed as dist
@@ -127,12 +129,16 @@ def _join_process_group(est, method):
         )
     device = str(est.get_params().get("device", "auto"))
     cuda = torch.cuda.is_available() and device != "cpu"
+    backend = "gloo"
     if cuda:
-        local = int(os.environ.get("LOCAL_RANK", "0"))
+        gpus = torch.cuda.device_count()
+        local = int(os.environ.get("LOCAL_RANK", "0")) % gpus
         torch.cuda.set_device(local)
         est.set_params(device=f"cuda:{local}")
+        per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", _world_size()))
+        backend = "nccl" if per_machine <= gpus else "gloo"
     with rendezvous_deadline():
-        dist.init_process_group(backend="nccl" if cuda else "gloo")
+        dist.init_process_group(backend=backend)
     return dist.get_rank()
 
 

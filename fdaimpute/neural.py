@@ -102,6 +102,7 @@ class VTImputer(_NeuralImputer):
         lr=None,
         lr_schedule=None,
         patience=None,
+        max_time=None,
         visible_weight=None,
         validation_fraction=0.1,
         calibration_folds="auto",
@@ -109,7 +110,8 @@ class VTImputer(_NeuralImputer):
         regularizers=None,
         device="auto",
         amp="auto",
-        predict_batch_size=256,
+        cuda_graph="auto",
+        predict_batch_size="auto",
         random_state=None,
         verbose=False,
         warm_start=False,
@@ -132,6 +134,7 @@ class VTImputer(_NeuralImputer):
         self.lr = lr
         self.lr_schedule = lr_schedule
         self.patience = patience
+        self.max_time = max_time
         self.visible_weight = visible_weight
         self.validation_fraction = validation_fraction
         self.calibration_folds = calibration_folds
@@ -139,6 +142,7 @@ class VTImputer(_NeuralImputer):
         self.regularizers = regularizers
         self.device = device
         self.amp = amp
+        self.cuda_graph = cuda_graph
         self.predict_batch_size = predict_batch_size
         self.random_state = random_state
         self.verbose = verbose
@@ -310,6 +314,7 @@ class SANDImputer(_NeuralImputer):
         lr=None,
         lr_schedule=None,
         patience=None,
+        max_time=None,
         visible_weight=None,
         validation_fraction=0.1,
         calibration_folds="auto",
@@ -317,7 +322,8 @@ class SANDImputer(_NeuralImputer):
         regularizers=None,
         device="auto",
         amp="auto",
-        predict_batch_size=256,
+        cuda_graph="auto",
+        predict_batch_size="auto",
         random_state=None,
         verbose=False,
         warm_start=False,
@@ -346,6 +352,7 @@ class SANDImputer(_NeuralImputer):
         self.lr = lr
         self.lr_schedule = lr_schedule
         self.patience = patience
+        self.max_time = max_time
         self.visible_weight = visible_weight
         self.validation_fraction = validation_fraction
         self.calibration_folds = calibration_folds
@@ -353,6 +360,7 @@ class SANDImputer(_NeuralImputer):
         self.regularizers = regularizers
         self.device = device
         self.amp = amp
+        self.cuda_graph = cuda_graph
         self.predict_batch_size = predict_batch_size
         self.random_state = random_state
         self.verbose = verbose

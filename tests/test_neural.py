@@ -3,6 +3,7 @@
 import pickle
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -253,8 +254,9 @@ def test_sand_anchors(sim, anchors):
 def _vt_curve(est, data):
     from fdaimpute.nn import predict_curves
 
+    dev = est.device_
     curves, _ = predict_curves(
-        est.module_.vt, est._tensors(data, "cpu"), est._grid_tensor(est.grid_, "cpu")
+        est.module_.vt, est._tensors(data, dev), est._grid_tensor(est.grid_, dev)
     )
     return curves.double().numpy() * est.value_scale_ + est.value_mean_
 
@@ -290,7 +292,7 @@ def test_visible_weight_changes_what_the_network_learns(sim):
         ({"encoding_dim": 7}, ValueError, "even"),
         ({"lr": -1.0}, ValueError, "lr"),
         ({"validation_fraction": 1.0}, ValueError, "validation_fraction"),
-        ({"preset": "gpu"}, ValueError, "preset"),
+        ({"preset": "tpu"}, ValueError, "preset"),
         ({"device": "tpu9"}, ValueError, "device"),
         ({"anchors": "left"}, ValueError, "anchors"),
         ({"sand_lr": 0.0}, ValueError, "sand_lr"),
@@ -326,11 +328,52 @@ def test_sand_init_sets_the_starting_layer(sim):
     for init in ("identity", "random"):
         est = SANDImputer(**still, sand_init=init).fit(sim.train.data)
         with torch.no_grad():
-            out, _ = est.module_.sand(curve, grid)
-        error[init] = float((out - curve).abs().max())
+            out, _ = est.module_.sand(curve.to(est.device_), grid.to(est.device_))
+        error[init] = float((out.cpu() - curve).abs().max())
     # ~0.013 from the ridge, up to ~0.015 more from the start's random jitter
     assert error["identity"] < 0.03
     assert error["random"] > 0.5
+
+
+def test_max_time_cuts_the_epochs_and_says_so(sim, monkeypatch):
+    from fdaimpute.nn import training
+
+    class Clock:  # every read of the training loop's clock moves it 1 s
+        now = 0.0
+
+        def perf_counter(self):
+            self.now += 1.0
+            return self.now
+
+    monkeypatch.setattr(training, "time", Clock())
+    est = SANDImputer(**{**SAND_TINY, "max_epochs": 500}, max_time=10.0)
+    est.fit(sim.train.data)
+    assert est.stop_reason_ == "max_time"
+    assert 2 <= est.n_epochs_ < 500
+    assert np.isfinite(est.transform(sim.test.data)).all()
+
+
+def test_cuda_graph_without_cuda_trains_eagerly_with_a_warning(sim):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.warns(UserWarning, match="cuda_graph: CUDA graphs need a CUDA"):
+        est = VTImputer(**TINY, cuda_graph=True).fit(sim.train.data)
+    assert est.n_epochs_ == TINY["max_epochs"] and not est.cuda_graph_
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_fit_captures_and_trains(sim):
+    # test_nn compares graph and eager steps; here: the estimator's path,
+    # captured with no warning
+    params = {**SAND_TINY, "max_epochs": 6}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = SANDImputer(**params, device="cuda", cuda_graph=True)
+        est.fit(sim.train.data)
+    assert est.cuda_graph_
+    assert np.isfinite(est.history_["train_loss"]).all()
+    assert np.isfinite(est.transform(sim.test.data)).all()
 
 
 def test_cuda_request_without_cuda_raises(sim):

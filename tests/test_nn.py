@@ -506,6 +506,139 @@ def test_nan_loss_in_first_epoch_raises():
             trainer.fit(ragged(n=8))
 
 
+class _Clock:
+    """A stand-in for the ``time`` module whose clock moves ``tick`` s per read."""
+
+    def __init__(self, tick):
+        self.now, self.tick = 0.0, tick
+
+    def perf_counter(self):
+        self.now += self.tick
+        return self.now
+
+
+def test_max_time_plans_a_complete_annealed_run(monkeypatch):
+    from fdaimpute.nn import training
+
+    # three clock reads an epoch (start, end, re-plan): 0.75 s each
+    monkeypatch.setattr(training, "time", _Clock(0.25))
+    trainer = Trainer(
+        tiny_sand(),
+        torch.linspace(0, 1, 11),
+        max_epochs=1000,
+        batch_size=4,
+        lr=1e-2,
+        max_time=6.0,
+    )
+    trainer.fit(ragged(n=8))
+    epochs = len(trainer.history["epoch"])
+    assert trainer.stop_reason == "max_time"
+    assert epochs == trainer.planned_epochs
+    assert 6.0 - 0.75 < 0.75 * epochs + 0.25 <= 6.0
+    # the cosine schedule was re-planned to end at the last step taken
+    assert trainer.step == epochs * 2
+    assert trainer.scheduler.get_last_lr()[0] == pytest.approx(0.02 * 1e-2)
+
+
+def test_max_time_never_runs_past_max_epochs(monkeypatch):
+    from fdaimpute.nn import training
+
+    monkeypatch.setattr(training, "time", _Clock(1e-3))
+    trainer = Trainer(
+        tiny_sand(), torch.linspace(0, 1, 11), max_epochs=4, batch_size=4, max_time=60
+    )
+    trainer.fit(ragged(n=8))
+    assert trainer.stop_reason == "max_epochs"
+    assert len(trainer.history["epoch"]) == 4
+
+
+def test_autocast_type_of_amp():
+    from fdaimpute.nn.training import _autocast_dtype
+
+    assert _autocast_dtype("float16") is torch.float16
+    assert _autocast_dtype("bfloat16") is torch.bfloat16
+    with pytest.raises(ValueError, match="amp"):
+        _autocast_dtype("float8")
+    # amp is CUDA-only: on the CPU it is off whatever was asked
+    trainer = Trainer(tiny_sand(), torch.linspace(0, 1, 11), amp=True)
+    assert not trainer.amp
+
+
+def test_amp_auto_is_bfloat16_only_with_a_graph(monkeypatch):
+    from fdaimpute.nn import training
+
+    grid = torch.linspace(0, 1, 11)
+    eager = Trainer(tiny_sand(), grid, amp="auto", cuda_graph="auto")
+    assert not eager.configure(8) and not eager.amp
+    # where a graph can run (faked here), "auto" turns bfloat16 on
+    monkeypatch.setattr(training, "graph_unsupported", lambda *args: None)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    graphed = Trainer(tiny_sand(), grid, amp="auto", cuda_graph="auto")
+    assert graphed.configure(8)
+    assert graphed.amp and graphed.amp_dtype is torch.bfloat16
+    assert not graphed.scaler.is_enabled()
+
+
+def _graph_vs_eager(device, epochs=2, monkeypatch=None):
+    """The same tiny SAND trained eagerly and through :class:`GraphedStep`.
+
+    With ``monkeypatch``, the fixed-shape steps run eagerly (no capture), so
+    that the path is tested on the CPU too.
+    """
+    import copy
+
+    from fdaimpute.nn import training
+    from fdaimpute.nn.graphed import GraphedStep
+
+    if monkeypatch is not None:
+        monkeypatch.setattr(training, "graph_unsupported", lambda *args: None)
+        monkeypatch.setattr(
+            training, "GraphedStep", lambda t, d: GraphedStep(t, d, capture=False)
+        )
+    torch.manual_seed(0)
+    first = tiny_sand().to(device)
+    second = copy.deepcopy(first)
+    data = ragged(n=24, lo=5, hi=5)  # equal lengths: the same batches both ways
+    data = RaggedTensors(data.times, data.values, data.offsets, device=device)
+    grid = torch.linspace(0, 1, 11, device=device)
+    Trainer(first, grid, max_epochs=epochs, batch_size=4).fit(data)
+    graphed = Trainer(second, grid, max_epochs=epochs, batch_size=4, cuda_graph=True)
+    graphed.fit(data)
+    return first, second, graphed
+
+
+def _assert_same_curves(first, second, device, atol):
+    # compared by their curves: a key's bias has no effect on the output, its
+    # gradient is rounding noise that Adam scales up to full-size steps
+    data = ragged(n=6, seed=1)
+    data = RaggedTensors(data.times, data.values, data.offsets, device=device)
+    grid = torch.linspace(0, 1, 21, device=device)
+    a, b = predict_curves(first, data, grid)[0], predict_curves(second, data, grid)[0]
+    torch.testing.assert_close(a, b, rtol=0, atol=atol)
+    assert (a - predict_curves(tiny_sand().to(device), data, grid)[0]).abs().max() > 0.1
+
+
+def test_graphed_steps_train_as_eager_steps(monkeypatch):
+    first, second, trainer = _graph_vs_eager("cpu", monkeypatch=monkeypatch)
+    assert trainer.graphed is not None and trainer.graphed.steps_run == 12
+    assert all(type(lr) is float for lr in trainer.history["lr"])
+    _assert_same_curves(first, second, "cpu", atol=1e-5)
+
+
+def test_graphed_batches_are_full_and_padded_to_the_longest():
+    from fdaimpute.nn.graphed import GraphedStep
+
+    data = ragged(n=10, lo=2, hi=7)
+    trainer = Trainer(tiny_sand(), torch.linspace(0, 1, 11), batch_size=4)
+    trainer.configure(len(data))
+    step = GraphedStep(trainer, data, capture=False)
+    batches = step.batches(data)
+    assert [len(b) for b in batches] == [4, 4]
+    assert step.width == int(data.counts_cpu.max())
+    assert step.static.times.shape == (4, step.width)
+    assert len(set(torch.cat(batches).tolist())) == 8
+
+
 def test_regularizer_penalties():
     curve = torch.tensor([[0.0, 1.0, 4.0, 9.0]])
     ctx = type("C", (), {"curve": curve, "vt_curve": 2 * curve})()
@@ -541,6 +674,37 @@ def test_cuda_training_with_amp_matches_cpu_forward():
     trainer.fit(gdata)
     assert trainer.amp
     assert all(torch.isfinite(torch.tensor(trainer.history["train_loss"])))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_cuda_amp_types_train_and_scale_only_float16(dtype):
+    torch.manual_seed(0)
+    model = tiny_sand().to("cuda")
+    data = ragged(n=8)
+    gdata = RaggedTensors(data.times, data.values, data.offsets, device="cuda")
+    trainer = Trainer(
+        model,
+        torch.linspace(0, 1, 21, device="cuda"),
+        max_epochs=3,
+        batch_size=4,
+        amp=dtype,
+    )
+    trainer.fit(gdata)
+    assert trainer.scaler.is_enabled() == (dtype == "float16")
+    losses = torch.tensor(trainer.history["train_loss"])
+    assert torch.isfinite(losses).all()
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_replays_train_as_eager_steps():
+    first, second, trainer = _graph_vs_eager("cuda", epochs=3)
+    assert trainer.graphed.failed is None, trainer.graphed.failed
+    assert trainer.graphed.graph is not None and trainer.graphed.steps_run == 18
+    _assert_same_curves(first, second, "cuda", atol=1e-3)
 
 
 def test_dropout_gives_each_subject_its_own_noise():

@@ -43,6 +43,10 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
     calibration_folds = None
     #: What models saved before ``visible_weight`` existed were trained with.
     visible_weight = 1.0
+    #: No time budget (CNP's default; VT and SAND take it as a parameter).
+    max_time = None
+    #: Eager training steps (CNP's; VT and SAND take it as a parameter).
+    cuda_graph = False
 
     # ------------------------------------------------------------------ #
     # hooks
@@ -160,7 +164,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 # subject chooses the epoch
                 self.split_["selection"] = self.split_["calibration"]
                 self.split_["comparison"] = self.split_["calibration"][:0]
-        amp = device.type == "cuda" if self.amp == "auto" else bool(self.amp)
+        # "auto" is settled by the trainer (bfloat16 only with a CUDA graph)
+        amp = self.amp
         devices = [device.index or 0] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(seed)
@@ -180,8 +185,18 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 calib = [self._tensors(valid, device)]
                 folds = n_folds(self.calibration_folds, len(data), warm)
                 if folds:
+                    # the folds' networks follow the schedule the budget set
+                    planned = {**cfg, "max_epochs": trainer.planned_epochs}
                     modules, calib = cross_fit(
-                        self, data, grid, cfg, regularizers, amp, seed, folds, device
+                        self,
+                        data,
+                        grid,
+                        planned,
+                        regularizers,
+                        amp,
+                        seed,
+                        folds,
+                        device,
                     )
             self._fit_uncertainty(modules, grid, data, calib, seed)
         if self.base_ is not None and self.best_epoch_ < offset and not warm:
@@ -343,6 +358,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         self.base_weight_ = None if gate is None else float(gate.detach())
         self.n_epochs_ = len(history["epoch"])
         self.stop_reason_ = trainer.stop_reason
+        graphed = trainer.graphed
+        self.cuda_graph_ = graphed is not None and graphed.graph is not None
         self.interrupted_ = trainer.interrupted
         self.n_parameters_ = sum(p.numel() for p in module.parameters())
 
@@ -405,12 +422,18 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 seed=seed + 11,
             )
 
-    def _make_trainer(self, module, grid, cfg, regularizers, amp, seed, start_epoch=0):
-        """Build the :class:`~fdaimpute.nn.Trainer` (override to customise)."""
+    def _make_trainer(
+        self, module, grid, cfg, regularizers, amp, seed, start_epoch=0, budget=True
+    ):
+        """Build the :class:`~fdaimpute.nn.Trainer` (override to customise).
+
+        ``budget=False`` leaves ``max_time`` out (a run of fixed length).
+        """
         return self._trainer_class()(
             module,
             grid,
             max_epochs=cfg["max_epochs"],
+            max_time=self.max_time if budget else None,
             batch_size=cfg["batch_size"],
             lr=cfg["lr"],
             lr_schedule=cfg["lr_schedule"],
@@ -420,6 +443,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             visible_weight=cfg["visible_weight"],
             anchors=self._anchor_rule(),
             amp=amp,
+            cuda_graph=self.cuda_graph,
             seed=seed,
             verbose=self.verbose,
             start_epoch=start_epoch,
@@ -429,6 +453,12 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
 
     # ------------------------------------------------------------------ #
     # inference
+    def _predict_batch_size(self):
+        """``predict_batch_size``, with ``"auto"`` resolved for ``device_``."""
+        if self.predict_batch_size != "auto":
+            return self.predict_batch_size
+        return 4096 if self.device_.type == "cuda" else 256
+
     def _model_curves(self, data, derivative=True, std=False):
         """Curves, SAND derivatives (or None) and, with ``std``, error SDs.
 
@@ -451,7 +481,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 self.module_,
                 self._tensors(data, self.device_),
                 self._grid_tensor(self.model_grid_, self.device_),
-                batch_size=self.predict_batch_size,
+                batch_size=self._predict_batch_size(),
                 anchors=self._anchor_rule(),
                 derivative=deriv is not None,
                 error_head=head,

@@ -59,7 +59,7 @@ def cross_fit(imputer, data, grid, cfg, regularizers, amp, seed, folds, device):
         Resolved settings (:meth:`_NeuralImputer._config`).
     regularizers : list
         Checked regularizers.
-    amp : bool
+    amp : bool or str
         Mixed precision.
     seed : int
         Seed of the folds and of the networks.
@@ -91,7 +91,7 @@ def cross_fit(imputer, data, grid, cfg, regularizers, amp, seed, folds, device):
             # the same schedule as the imputer's network, stopped at the
             # epoch it kept (by then the training loss is lowest, or near)
             trainer = imputer._make_trainer(
-                module, grid, cfg, regularizers, amp, seed + j + 1
+                module, grid, cfg, regularizers, amp, seed + j + 1, budget=False
             )
             trainer.on_epoch_end = lambda record: record["epoch"] >= last
             trainer.fit(imputer._tensors(train, device))

@@ -42,7 +42,7 @@ class EncoderFeaturesMixin:
             pooled = pooled_encoding(
                 self.module_,
                 self._tensors(data, self.device_),
-                batch_size=self.predict_batch_size,
+                batch_size=self._predict_batch_size(),
             )
         features = pooled.numpy().astype(np.float64)
         names = [f"encoder_{k + 1}" for k in range(features.shape[1])]

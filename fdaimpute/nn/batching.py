@@ -79,11 +79,15 @@ class RaggedTensors:
     def device(self):
         return self.times.device
 
-    def batch(self, index):
-        """Pad the subjects at ``index`` to their longest: a :class:`Batch`."""
+    def batch(self, index, width=None):
+        """Pad the subjects at ``index`` to their longest: a :class:`Batch`.
+
+        ``width`` pads to that many columns instead (at least the longest).
+        """
         index = torch.as_tensor(index, dtype=torch.long)
-        # the width is read on the host: no device sync when index is on the CPU
-        width = int(self.counts_cpu[index.cpu()].max())
+        if width is None:
+            # read on the host: no device sync when index is on the CPU
+            width = int(self.counts_cpu[index.cpu()].max())
         index = index.to(self.device)
         counts = self.counts[index]
         cols = torch.arange(width, device=self.device)

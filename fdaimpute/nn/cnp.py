@@ -280,6 +280,8 @@ class CNPTrainer(Trainer):
     not used by a CNP.
     """
 
+    graph_safe = False  # not measured under CUDA graphs
+
     def visible_mask(self, batch):
         return sample_context(batch.valid, self.generator)
 

@@ -24,6 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 __all__ = [
     "all_finite",
     "mean_over_ranks",
+    "min_over_ranks",
     "observation_weight",
     "shard",
     "world",
@@ -70,6 +71,13 @@ def mean_over_ranks(value, device, size):
     if size == 1 or value is None:
         return value
     return _reduce(value, device, dist.ReduceOp.SUM) / size
+
+
+def min_over_ranks(value, device, size):
+    """The smallest of a number over the ranks (the value itself with one rank)."""
+    if size == 1:
+        return value
+    return _reduce(value, device, dist.ReduceOp.MIN)
 
 
 def observation_weight(count, device, size):

@@ -25,12 +25,25 @@ import torch
 
 from fdaimpute.nn import distributed
 from fdaimpute.nn.batching import hide_observations, shuffled_batches
+from fdaimpute.nn.graphed import GraphedStep, graph_unsupported
 from fdaimpute.nn.inference import predict_curves, read_at
-from fdaimpute.nn.optim import make_adam, make_schedule
+from fdaimpute.nn.optim import make_adam, make_schedule, set_total_steps
 from fdaimpute.nn.regularizers import RegularizerContext, regularizer_names
 from fdaimpute.nn.validation import held_out_error
 
 __all__ = ["Trainer", "predict_curves", "read_at"]
+
+
+def _autocast_dtype(name):
+    """The autocast type of ``amp`` on CUDA: bfloat16 where supported."""
+    if name is None:
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    dtypes = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in dtypes:
+        raise ValueError(
+            f"amp must be True, False or one of {sorted(dtypes)}, got {name!r}"
+        )
+    return dtypes[name]
 
 
 def _weighted_mse(pred, target, weight):
@@ -62,6 +75,14 @@ class Trainer:
         ``max_epochs``.
     patience : int or None, default=None
         Stop after this many epochs without a better validation loss.
+    max_time : float or None, default=None
+        Wall-clock budget of the epochs, in seconds. After each epoch the
+        run is re-planned: the epochs that still fit in the budget at the
+        mean epoch time so far (at most ``max_epochs`` in all), with the
+        learning-rate schedule stretched or shrunk to end at the last of
+        them. Training stops with ``stop_reason = "max_time"`` when the
+        plan is done. The budget covers the epochs (validation included),
+        not the set-up or the final comparison of ``keep_start``.
     clip_grad : float or None, default=1.0
         Clip the gradient's global norm (the transformer's and SAND's
         separately).
@@ -75,8 +96,21 @@ class Trainer:
         the prediction of points it is not.
     anchors : {None, "mean", "two-sided"}, default=None
         SAND's integration constant (see :class:`~fdaimpute.nn.SANDLayer`).
-    amp : bool, default=False
-        Mixed precision (float16 autocast and gradient scaling); CUDA only.
+    amp : bool, "auto", "bfloat16" or "float16", default=False
+        Mixed precision on CUDA (ignored elsewhere). ``True``: bfloat16
+        autocast where the GPU supports it, else float16 autocast with
+        gradient scaling; a type name forces that type (float16 always
+        with gradient scaling). ``"auto"``: bfloat16 when the steps run
+        from a CUDA graph (where the casts cost no launches), else none.
+    cuda_graph : bool or "auto", default=False
+        Capture the training step in a CUDA graph and replay it (see
+        :mod:`fdaimpute.nn.graphed`): much faster for small networks on a
+        GPU, whose steps are bound by launching kernels. Batches are then
+        padded to the longest subject and an epoch's partial last batch is
+        left out. Where a graph cannot be used (CPU, several processes,
+        regularizers, float16 loss scaling, a statistical base) training
+        is eager: silently with ``"auto"``, with a warning naming the
+        reason with ``True``.
     bucket : int, default=16
         Sort subjects by length within chunks of ``bucket`` batches, which
         cuts padding when ``n_i`` varies (0 disables it).
@@ -124,8 +158,8 @@ class Trainer:
         signed-rank test's p-value (None if no epoch had a lower error or
         nothing was validated).
     stop_reason : str
-        ``"max_epochs"``, ``"early stopping"``, ``"callback"``,
-        ``"non-finite loss"`` or ``"interrupted"``.
+        ``"max_epochs"``, ``"max_time"``, ``"early stopping"``,
+        ``"callback"``, ``"non-finite loss"`` or ``"interrupted"``.
     interrupted : bool
         Whether :meth:`fit` stopped on a ``KeyboardInterrupt``.
 
@@ -149,6 +183,9 @@ class Trainer:
       completed the interrupt propagates.
     """
 
+    #: Whether the step may be captured in a CUDA graph (``cuda_graph``).
+    graph_safe = True
+
     def __init__(
         self,
         module,
@@ -160,11 +197,13 @@ class Trainer:
         sand_lr=None,
         lr_schedule="cosine",
         patience=None,
+        max_time=None,
         clip_grad=1.0,
         regularizers=(),
         visible_weight=1.0,
         anchors=None,
         amp=False,
+        cuda_graph=False,
         bucket=16,
         seed=0,
         verbose=False,
@@ -181,13 +220,20 @@ class Trainer:
         self.sand_lr = sand_lr
         self.lr_schedule = lr_schedule
         self.patience = patience
+        self.max_time = None if max_time is None else float(max_time)
         self.clip_grad = clip_grad
         self.regularizers = list(regularizers)
         self.reg_names = regularizer_names(self.regularizers)
         self.visible_weight = float(visible_weight)
         self.anchors = anchors
         self.device = grid.device
-        self.amp = bool(amp) and self.device.type == "cuda"
+        # "auto" is settled in configure, once it is known whether a graph runs
+        self.amp_auto = amp == "auto"
+        self.amp = bool(amp) and not self.amp_auto and self.device.type == "cuda"
+        named = amp if isinstance(amp, str) and not self.amp_auto else None
+        self.amp_dtype = _autocast_dtype(named) if self.amp else torch.float16
+        self.cuda_graph = cuda_graph if cuda_graph == "auto" else bool(cuda_graph)
+        self.graphed = None
         self.bucket = bucket
         self.rank, self.world_size = distributed.world()
         self.verbose = verbose and self.rank == 0
@@ -198,6 +244,7 @@ class Trainer:
         self.best_loss = math.inf
         self.best_state = None
         self.step = 0
+        self.planned_epochs = max_epochs
         self.start_epoch = int(start_epoch)
         self.keep_start = bool(keep_start)
         self.start_margin = float(start_margin)
@@ -215,6 +262,7 @@ class Trainer:
 
         The module's :meth:`parameter_groups` are clipped separately; with
         ``sand_lr``, the second group (SAND's layer) takes that rate.
+        Returns whether the steps will run from a CUDA graph.
         """
         self.clip_groups = self.module.parameter_groups()
         if len(self.clip_groups) > 1 and self.sand_lr is not None:
@@ -224,13 +272,33 @@ class Trainer:
             ]
         else:
             groups = [{"params": list(self.module.parameters()), "lr": self.lr}]
-        self.optimizer = make_adam(groups)
-        steps = max(1, self.max_epochs * math.ceil(n_train / self.batch_size))
+        graph = False
+        if self.cuda_graph:
+            reason = graph_unsupported(self, n_train)
+            graph = reason is None
+            if not graph and self.cuda_graph is True:
+                warnings.warn(
+                    f"cuda_graph: {reason}; training is eager",
+                    UserWarning,
+                    stacklevel=3,
+                )
+        if self.amp_auto and graph and torch.cuda.is_bf16_supported():
+            self.amp, self.amp_dtype = True, torch.bfloat16
+        self.optimizer = make_adam(groups, capturable=graph)
+        self.steps_per_epoch = (
+            n_train // self.batch_size
+            if graph
+            else math.ceil(n_train / self.batch_size)
+        )
+        steps = max(1, self.max_epochs * self.steps_per_epoch)
         self.scheduler = make_schedule(self.optimizer, self.lr_schedule, steps)
-        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
+        # bfloat16 has float32's range: only float16 needs the loss scaled
+        scaled = self.amp and self.amp_dtype == torch.float16
+        self.scaler = torch.amp.GradScaler("cuda", enabled=scaled)
         self.model = self.module
         if self.world_size > 1:
             self.model = distributed.wrap(self.module, self.device)
+        return graph
 
     def batches(self, data):
         """Index tensors of one epoch's batches (shuffled, length-bucketed)."""
@@ -247,7 +315,7 @@ class Trainer:
         net = (
             getattr(self, "model", self.module) if self.module.training else self.module
         )
-        with torch.autocast("cuda", dtype=torch.float16, enabled=self.amp):
+        with torch.autocast("cuda", dtype=self.amp_dtype, enabled=self.amp):
             return net(
                 batch.times,
                 batch.values,
@@ -370,8 +438,15 @@ class Trainer:
         objective = torch.zeros((), device=self.device)
         regs = torch.zeros(len(self.regularizers), device=self.device)
         n_batches = 0
-        for index in self.batches(data):
-            loss, total, penalties = self.train_step(data.batch(index))
+        graphed = self.graphed
+        for index in graphed.batches(data) if graphed else self.batches(data):
+            if graphed is not None:
+                loss = total = graphed(data, index)
+                penalties = []
+                self.scheduler.step()
+                self.step += 1
+            else:
+                loss, total, penalties = self.train_step(data.batch(index))
             data_loss += loss
             objective += total.float()
             if penalties:
@@ -428,7 +503,8 @@ class Trainer:
         -------
         self
         """
-        self.configure(len(train))
+        if self.configure(len(train)):
+            self.graphed = GraphedStep(self, train)
         keys = ["epoch", "train_loss", "valid_loss", "lr", "seconds", *self.reg_names]
         for key in keys:
             self.history.setdefault(key, [])
@@ -490,10 +566,12 @@ class Trainer:
     def _epochs(self, train, valid, valid_hidden, keys, bar):
         """Run the epochs, recording each, until a stopping rule holds."""
         since_best = 0
+        self.planned_epochs = self.max_epochs
+        started = time.perf_counter()
         for epoch in range(self.start_epoch, self.start_epoch + self.max_epochs):
             self.epoch = epoch
             start = time.perf_counter()
-            lr = self.optimizer.param_groups[0]["lr"]
+            lr = float(self.optimizer.param_groups[0]["lr"])
             train_loss, finite, penalties = self.run_epoch(train)
             valid_loss = (
                 self.validate(valid, valid_hidden) if valid is not None else None
@@ -529,7 +607,36 @@ class Trainer:
             if self.patience is not None and since_best >= self.patience:
                 self.stop_reason = "early stopping"
                 return
+            if self.max_time is not None:
+                done = epoch - self.start_epoch + 1
+                self._replan(time.perf_counter() - started, done, bar)
+                if done >= self.planned_epochs < self.max_epochs:
+                    self.stop_reason = "max_time"
+                    return
         self.stop_reason = "max_epochs"
+
+    def _replan(self, elapsed, done, bar):
+        """Fit the run's length (and its schedule) to what is left of ``max_time``.
+
+        The epoch time is the mean of the epochs so far, after the first
+        (which carries one-off costs) once there are three.
+        """
+        if done >= 3:
+            first = self.history["seconds"][-done]
+            per_epoch = (elapsed - first) / (done - 1)
+        else:
+            per_epoch = elapsed / done
+        left = self.max_time - elapsed
+        fits = done + int(left // per_epoch) if left > 0 and per_epoch > 0 else done
+        planned = min(self.max_epochs, max(done, fits))
+        # every rank must run the same number of steps
+        planned = int(distributed.min_over_ranks(planned, self.device, self.world_size))
+        if planned != self.planned_epochs:
+            self.planned_epochs = planned
+            set_total_steps(self.scheduler, planned * self.steps_per_epoch)
+            if bar is not None:
+                bar.total = planned
+                bar.refresh()
 
     def _keep_if_best(self, score, epoch):
         """Keep a copy of the weights if ``score`` is the best so far."""
