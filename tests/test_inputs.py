@@ -476,3 +476,56 @@ def test_times_over_many_orders_of_magnitude_fit(cls):
         cls(**({"max_iter": 2} if cls is MICEImputer else {})).fit(wide).transform(wide)
     )
     assert np.isfinite(out).all()
+
+
+# --------------------------------------------------------------------------- #
+# bounded memory: blocks of subjects, and outputs that cannot fit refused first
+
+
+def test_output_that_cannot_fit_is_refused_before_any_work(monkeypatch):
+    from fdaimpute import _blocks
+
+    data = _sim_data()
+    est = KernelImputer().fit(data)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("computed an output that cannot fit")
+
+    monkeypatch.setattr(_blocks, "available_memory", lambda: 10_000)
+    monkeypatch.setattr(est, "_transform_grid", forbidden)
+    monkeypatch.setattr(est, "_derivative_grid", forbidden)
+    monkeypatch.setattr(est, "_predict_ragged", forbidden)
+    with pytest.raises(ValueError, match=r"would need .* more than the .* available"):
+        est.transform(data)
+    with pytest.raises(ValueError, match=f"derivative of {len(data)} subjects"):
+        est.derivative(data)
+    with pytest.raises(ValueError, match="prediction"):
+        est.predict_at(data, np.linspace(0, 1, 500))
+
+
+@pytest.mark.parametrize("cls", [KernelImputer, PACEImputer, MICEImputer])
+def test_transform_in_blocks_of_subjects_matches_one_block(cls, monkeypatch):
+    from fdaimpute import base
+
+    data = _sim_data()
+    est = cls().fit(data)
+    whole = est.transform(data, return_std=cls is PACEImputer)
+    slope = est.derivative(data) if cls is not MICEImputer else None
+    seen = []
+    real = base.subject_blocks
+
+    def small(offsets, width):
+        blocks = real(offsets, width, cells=5 * width)
+        seen.append(max(hi - lo for lo, hi in blocks))
+        return blocks
+
+    monkeypatch.setattr(base, "subject_blocks", small)
+    blocked = est.transform(data, return_std=cls is PACEImputer)
+    assert seen and max(seen) == 5
+    for got, expected in zip(
+        blocked if cls is PACEImputer else [blocked],
+        whole if cls is PACEImputer else [whole],
+    ):
+        assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    if slope is not None:
+        assert_allclose(est.derivative(data), slope, rtol=1e-12, atol=1e-12)
