@@ -69,7 +69,10 @@ def add_fit_command(sub):
         help="fit an imputer on a long CSV file and save it",
         description="Read a long CSV (one row per observation), fit an imputer on "
         "all subjects and save it, to impute this or other files later with "
-        "'fdaimpute impute FILE --model MODEL'.",
+        "'fdaimpute impute FILE --model MODEL'. Under torchrun (WORLD_SIZE > 1) "
+        "vt and sand train across the processes; a process whose peers do not "
+        "join within FDAIMPUTE_RENDEZVOUS_TIMEOUT seconds (default 60) stops "
+        "with a message.",
     )
     fit.add_argument("input", help="CSV with one row per observation")
     fit.add_argument(
