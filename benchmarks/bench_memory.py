@@ -25,6 +25,7 @@ Usage::
     python benchmarks/bench_memory.py                      # both sweeps
     python benchmarks/bench_memory.py --methods kernel pace --sweep points
     python benchmarks/bench_memory.py --write              # docs/benchmarks.md
+    python benchmarks/bench_memory.py --reuse --write      # saved rows kept
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from _report import markdown_table, write_section  # noqa: E402
 METHODS = ("kernel", "pace", "face", "mfpca", "mice", "gain", "vt", "sand", "cnp")
 POINTS = (100, 1_000, 10_000, 100_000, 1_000_000)
 SUBJECTS = (1_000, 10_000, 100_000, 1_000_000)
+ROOT = Path(__file__).resolve().parents[1]
+ROWS = ROOT / "benchmarks" / "results" / "memory" / "rows.jsonl"
 N_SUBJECTS_POINTS_SWEEP = 20
 N_POINTS_SUBJECTS_SWEEP = 10
 # Largest size measured per (method, phase, sweep) in the documented run,
@@ -69,6 +72,29 @@ LIMITS = {
     ("sand", "transform", "subjects"): 100_000,
     ("cnp", "transform", "subjects"): 100_000,
 }
+
+
+def _load():
+    """Rows saved by earlier runs, by (sweep, method, phase, subjects, points)."""
+    if not ROWS.exists():
+        return {}
+    rows = [json.loads(line) for line in ROWS.read_text().splitlines() if line]
+    return {_key(row): row for row in rows}
+
+
+def _key(row):
+    return (
+        row["sweep"],
+        row["method"],
+        row["phase"],
+        row["subjects"],
+        row["points per subject"],
+    )
+
+
+def _save(saved):
+    ROWS.parent.mkdir(parents=True, exist_ok=True)
+    ROWS.write_text("".join(json.dumps(row) + "\n" for row in saved.values()))
 
 
 def make_data(n, n_i, seed):
@@ -189,6 +215,12 @@ def main(argv=None):
     parser.add_argument("--max-subjects", type=int, default=SUBJECTS[-1])
     parser.add_argument("--no-limits", action="store_true", help="ignore LIMITS")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per run")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help=f"take rows measured before from {ROWS.relative_to(ROOT)} instead of "
+        "measuring them again (every measured row is saved there)",
+    )
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -196,7 +228,7 @@ def main(argv=None):
         method, phase, n, n_i = args.one
         print(json.dumps(measure(method, phase, int(n), int(n_i))))
         return 0
-    rows = []
+    rows, saved = [], _load()
     for sweep in args.sweep:
         for method in args.methods:
             for phase in args.phases:
@@ -212,8 +244,11 @@ def main(argv=None):
                         "subjects": n,
                         "points per subject": n_i,
                     }
+                    key = (sweep, method, phase, n, n_i)
                     if limit is not None and size > limit and not args.no_limits:
                         row["peak MiB"] = f"not run (> {limit:,})"
+                    elif args.reuse and key in saved:
+                        row = saved[key]
                     else:
                         res = run_one(method, phase, n, n_i, args.timeout)
                         if "error" in res:
@@ -228,6 +263,9 @@ def main(argv=None):
                             )
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
+                    if "data MiB" in row:
+                        saved[key] = row
+                        _save(saved)
     columns = [
         "sweep",
         "method",
