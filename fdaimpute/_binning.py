@@ -66,6 +66,9 @@ class BinnedGridMixin:
         """Bin index of each time; a time on an edge goes right in any unit."""
         lo, hi = self.time_range_
         slack = 1e-9 * (hi - lo)
+        if self.bin_centres_.size > 1:
+            # at most a quarter of the closest centres' gap: no centre moves
+            slack = min(slack, float(np.diff(self.bin_centres_).min()) / 4)
         col = np.searchsorted(self.bin_edges_, times + slack, "right") - 1
         return np.clip(col, 0, self.bin_centres_.size - 1)
 

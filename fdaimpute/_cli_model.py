@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import time
 
 __all__ = [
@@ -15,13 +17,18 @@ __all__ = [
 
 # Set by torchrun (and other launchers) in every process they start.
 _WORLD_SIZE = "WORLD_SIZE"
+# Seconds to wait for the other processes before giving up.
+_TIMEOUT = "FDAIMPUTE_RENDEZVOUS_TIMEOUT"
 
 
 def add_data_options(parser):
     """Column names of the long CSV and what to do with repeated times."""
-    parser.add_argument("--id", default="id", help="subject column (default id)")
-    parser.add_argument("--time", default="time", help="time column (default time)")
-    parser.add_argument("--value", default="value", help="value column (default value)")
+    saved = " or, with --model, the model's"
+    parser.add_argument(
+        "--id", help=f"subject column (default id{saved}); ids are read as text"
+    )
+    parser.add_argument("--time", help=f"time column (default time{saved})")
+    parser.add_argument("--value", help=f"value column (default value{saved})")
     parser.add_argument(
         "--duplicates",
         choices=["raise", "average"],
@@ -62,15 +69,28 @@ def add_fit_command(sub):
         help="fit an imputer on a long CSV file and save it",
         description="Read a long CSV (one row per observation), fit an imputer on "
         "all subjects and save it, to impute this or other files later with "
-        "'fdaimpute impute FILE --model MODEL'.",
+        "'fdaimpute impute FILE --model MODEL'. Under torchrun (WORLD_SIZE > 1) "
+        "vt and sand train across the processes; a process whose peers do not "
+        "join within FDAIMPUTE_RENDEZVOUS_TIMEOUT seconds (default 60) stops "
+        "with a message.",
     )
     fit.add_argument("input", help="CSV with one row per observation")
-    fit.add_argument("--save", required=True, metavar="FILE", help="model file")
+    fit.add_argument(
+        "--save",
+        required=True,
+        metavar="FILE",
+        help="model file (refused if it exists, unless --force); it keeps the "
+        "column names for 'fdaimpute impute --model'",
+    )
+    fit.add_argument(
+        "--force", action="store_true", help="replace the model file if it exists"
+    )
     fit.add_argument(
         "--method",
         default="auto",
-        help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt or sand "
-        "(default auto: the best of pace, face, mfpca and kernel on held-out points)",
+        help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt or sand, in any "
+        "case (default auto: the best of pace, face, mfpca and kernel on held-out "
+        "points)",
     )
     fit.add_argument(
         "--grid",
@@ -121,16 +141,76 @@ def _join_process_group(est, method):
         est.set_params(device=f"cuda:{local}")
         per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", _world_size()))
         backend = "nccl" if per_machine <= gpus else "gloo"
-    dist.init_process_group(backend=backend)
+    with rendezvous_deadline():
+        dist.init_process_group(backend=backend)
     return dist.get_rank()
 
 
-def _fit(args):
-    from fdaimpute.cli import _cli_message, _estimator, _parse_grid, _read_data
+@contextlib.contextmanager
+def rendezvous_deadline():
+    """Exit with a message when the process group cannot be joined in time.
 
+    A launcher's variables without the other processes (a stray
+    ``WORLD_SIZE=2``) would make ``init_process_group`` wait for peers that
+    never come, for torch's 30 minutes. After
+    ``FDAIMPUTE_RENDEZVOUS_TIMEOUT`` seconds (default 60) this prints why
+    and exits; errors of the launcher's variables (no ``RANK``, no
+    ``MASTER_ADDR``) become the same kind of message at once.
+    """
+    seconds = _rendezvous_timeout()
+    where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    advice = (
+        f"{_WORLD_SIZE}={os.environ.get(_WORLD_SIZE)} is set, so this process "
+        "waits for the others of a torchrun launch; unset it to fit in one "
+        "process, or start every process with torchrun"
+    )
+
+    def give_up():
+        print(
+            f"fdaimpute: no other process joined at {where} within {seconds:g} s "
+            f"(FDAIMPUTE_RENDEZVOUS_TIMEOUT): {advice}",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(1)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except (ValueError, RuntimeError) as exc:
+        raise SystemExit(f"cannot join the process group ({exc}): {advice}") from None
+    finally:
+        timer.cancel()
+
+
+def _rendezvous_timeout():
+    text = os.environ.get(_TIMEOUT, "60")
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise SystemExit(
+            f"{_TIMEOUT} must be a number of seconds, got {text!r}"
+        ) from None
+    if not seconds > 0:
+        raise SystemExit(f"{_TIMEOUT} must be positive, got {text!r}")
+    return seconds
+
+
+def _fit(args):
+    from fdaimpute._cli_output import check_target
+    from fdaimpute.cli import (
+        _cli_message,
+        _estimator,
+        _parse_grid,
+        _read_data,
+        column_names,
+        method_name,
+    )
+
+    args.method = method_name(args.method)
     est = _estimator(args, args.method)
-    data = _read_data(args)
-    est.set_params(grid=_parse_grid(args.grid, data.time_range))
     extra = {"max_epochs": args.epochs, "device": args.device}
     for name, value in extra.items():
         if value is None:
@@ -139,11 +219,15 @@ def _fit(args):
             flag = "--epochs" if name == "max_epochs" else "--device"
             raise SystemExit(f"{flag} applies to vt and sand, not {args.method}")
         est.set_params(**{name: value})
+    check_target(args.save, "--save", [args.input], args.force)
+    names = column_names(args)
+    data = _read_data(args, names)
+    est.set_params(grid=_parse_grid(args.grid, data.time_range))
     rank = _join_process_group(est, args.method) if _world_size() > 1 else 0
     start = time.perf_counter()
     try:
         est.fit(data)
-    except (ValueError, TypeError, NotImplementedError) as exc:
+    except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
         raise SystemExit(f"{args.method}: {_cli_message(str(exc))}") from None
     finally:
         if _world_size() > 1:
@@ -158,31 +242,51 @@ def _fit(args):
         f"{time.perf_counter() - start:.1f} s",
         file=sys.stderr,
     )
+    from fdaimpute.persistence import save
+
+    columns = dict(zip(("id", "time", "value"), names))
     try:
-        est.save(args.save)
+        save(est, args.save, metadata=columns, overwrite=args.force)
+    except FileExistsError:
+        raise SystemExit(
+            f"--save {args.save} exists; pass --force to replace it"
+        ) from None
     except OSError as exc:
         raise SystemExit(f"cannot write {args.save}: {exc}") from None
     print(f"Saved {args.save}", file=sys.stderr)
     return 0
 
 
-def _load(path):
-    from fdaimpute.persistence import load
+def _load(path, trust):
+    """The fitted imputer of a model file and the columns it was fitted with."""
+    from fdaimpute.persistence import load, read_header
 
     try:
-        est = load(path)
+        header = read_header(path)
+        est = load(path, allow_pickle=trust)
     except (ValueError, TypeError, OSError) as exc:
-        raise SystemExit(f"cannot load model {path}: {exc}") from None
+        message = str(exc).replace(
+            "load(path, allow_pickle=True), or --trust-model on the command line",
+            "--trust-model",
+        )
+        raise SystemExit(f"cannot load model {path}: {message}") from None
     if not hasattr(est, "grid_"):
         raise SystemExit(
             f"{path} holds an unfitted {type(est).__name__}; fit it before saving"
         )
-    return est
+    return est, header.get("metadata") or {}
 
 
 def impute_with_model(args):
     """``fdaimpute impute FILE --model MODEL``: transform with a saved imputer."""
-    from fdaimpute.cli import _cli_message, _parse_grid, _read_data, write_output
+    from fdaimpute._cli_output import check_room, check_target
+    from fdaimpute.cli import (
+        _METHOD_OF_CLASS,
+        _parse_grid,
+        _read_data,
+        column_names,
+        write_output,
+    )
 
     if args.method is not None:
         raise SystemExit("give --method (fit on the input) or --model, not both")
@@ -191,15 +295,15 @@ def impute_with_model(args):
             "--param and --params-file set a method before fitting; a saved "
             "model is already fitted"
         )
-    est = _load(args.model)
-    name = type(est).__name__
-    data = _read_data(args)
+    check_target(args.output, "-o", [args.input, args.model], args.force)
+    est, saved = _load(args.model, args.trust_model)
+    name = _METHOD_OF_CLASS.get(type(est).__name__, type(est).__name__)
+    names = column_names(args, saved)
+    data = _read_data(args, names)
     grid = est.grid_ if args.grid is None else _parse_grid(args.grid, est.time_range_)
+    check_room(args.output, len(data), grid.size, 2 if args.std else 1)
     if args.extrapolate and hasattr(est, "extrapolate"):
         est.set_params(extrapolate=True)
     start = time.perf_counter()
-    try:
-        out = est.transform(data, grid=grid, return_std=args.std)
-    except (ValueError, TypeError, NotImplementedError) as exc:
-        raise SystemExit(f"{name}: {_cli_message(str(exc))}") from None
-    return write_output(args, data, grid, out, f"the {name} of {args.model}", start)
+    label = f"the {name} model {args.model}"
+    return write_output(args, data, grid, est, label, start, names)

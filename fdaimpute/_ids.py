@@ -101,3 +101,17 @@ def codes_by_first_appearance(labels):
     rank = np.empty(uniq.size, dtype=np.int64)
     rank[order] = np.arange(uniq.size)
     return rank[inverse.ravel()], uniq[order]
+
+
+def ids_as_text(dtype, id_column):
+    """The ``dtype`` argument of ``pandas.read_csv`` that reads ids as text.
+
+    Ids are labels: read as numbers, ``007`` and ``7`` would become one
+    subject. A dtype the caller gives for the id column (or for every
+    column) is kept.
+    """
+    if dtype is None:
+        return {id_column: str}
+    if isinstance(dtype, dict):
+        return dtype if id_column in dtype else {**dtype, id_column: str}
+    return dtype

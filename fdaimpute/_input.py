@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from fdaimpute._validation import as_irregular, check_grid, check_in_range, frame_axes
+from fdaimpute._validation import (
+    as_irregular,
+    check_grid,
+    check_in_range,
+    check_magnitudes,
+    frame_axes,
+)
 from fdaimpute.data import IrregularData
 from fdaimpute.interop import from_skfda, grid_arrays, skfda_kind
 
@@ -82,5 +88,6 @@ class InputMixin:
         """Input of transform and the like: fitted, in range, as IrregularData."""
         check_is_fitted(self, "grid_")
         data = self._validate_input(X, reset=False)
+        check_magnitudes(data)
         check_in_range(data, self.time_range_, extrapolate=self._extrapolation())
         return data

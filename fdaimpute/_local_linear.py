@@ -166,26 +166,24 @@ def subject_moment_sums(
         ``S0, S1, S2, T0, T1`` as :func:`moment_sums` (unit weights).
     """
     n_obs = np.diff(obs_offsets)
-    n_q = np.diff(q_offsets)
+    q_subject = np.repeat(np.arange(n_obs.size), np.diff(q_offsets))
     out = np.empty((5, q_times.size))
-    for lo, hi in _chunks(n_obs * n_q, _MAX_PAIRS):
-        sub = np.arange(lo, hi)
-        m, q = n_obs[sub], n_q[sub]
-        reps = m * q
-        pair_sub = np.repeat(sub, reps)
-        start = np.concatenate([[0], np.cumsum(reps)])[:-1]
-        pos = np.arange(reps.sum()) - np.repeat(start, reps)
-        m_rep = np.repeat(m, reps)
-        q_idx = q_offsets[pair_sub] + pos // m_rep
-        o_idx = obs_offsets[pair_sub] + pos % m_rep
-        d = obs_times[o_idx] - q_times[q_idx]
+    # Blocks of consecutive queries whose pairs (query, observation of its
+    # subject) number about _MAX_PAIRS: memory stays linear in a subject's
+    # points however many queries it has (one query with more points than
+    # that is a block of its own).
+    for lo, hi in _chunks(n_obs[q_subject], _MAX_PAIRS):
+        sub = q_subject[lo:hi]
+        m = n_obs[sub]
+        start = np.cumsum(m) - m  # each query's pairs are contiguous
+        pos = np.arange(m.sum()) - np.repeat(start, m)
+        pair_sub = np.repeat(sub, m)
+        o_idx = obs_offsets[pair_sub] + pos
+        d = obs_times[o_idx] - np.repeat(q_times[lo:hi], m)
         k, kd, kd2 = _kernel_powers(d, bandwidths[pair_sub], kernel, 2)
         y = obs_values[o_idx]
-        # Pairs are ordered by query, each query's pairs contiguous (m of them).
-        q_start = np.concatenate([[0], np.cumsum(np.repeat(m, q))])[:-1]
-        span = slice(q_offsets[lo], q_offsets[hi])
         for row, vals in enumerate((k, kd, kd2, k * y, kd * y)):
-            out[row, span] = np.add.reduceat(vals, q_start)
+            out[row, lo:hi] = np.add.reduceat(vals, start)
     return out
 
 

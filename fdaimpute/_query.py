@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fdaimpute._blocks import check_output_fits
 from fdaimpute._coerce import check_not_datetime
 from fdaimpute._ids import subject_label
 from fdaimpute._validation import check_times_in_range, resolve_grid, rounding_slack
@@ -56,6 +57,7 @@ class QueryMixin:
             raise ValueError("times must be a non-empty array of finite numbers")
         n = len(data)
         check_times_in_range(common, self.time_range_, self._extrapolation())
+        check_output_fits(n, common.size, what="prediction")
         flat = np.tile(common, n)
         offsets = np.arange(n + 1) * common.size
         out = self._predict_flat(data, flat, offsets).reshape(n, common.size)

@@ -271,3 +271,38 @@ def check_times_in_range(times, time_range, extrapolate):
             "impute outside the observed range, or extrapolate='clip' to hold "
             "each curve constant beyond it"
         )
+
+
+#: Largest magnitude of a time or a value the imputers accept: the
+#: smoothers' squares and products of such numbers stay far inside double
+#: precision (about 1.8e308).
+MAX_MAGNITUDE = 1e100
+
+
+def check_magnitudes(data):
+    """Raise a ValueError when times or values are too large to compute with.
+
+    Parameters
+    ----------
+    data : IrregularData
+        Subjects to fit or impute.
+    """
+    for name, array in (("times", data.times), ("values", data.values)):
+        if array.size == 0:
+            continue
+        top = float(np.max(np.abs(array)))
+        if top > MAX_MAGNITUDE:
+            exponent = int(np.floor(np.log10(top)))
+            raise ValueError(
+                f"{name} reach {top:.3g}: beyond {MAX_MAGNITUDE:.0e} in magnitude "
+                "their squares and products overflow double precision; express "
+                f"them in other units first (e.g. {name} / 1e{exponent})"
+            )
+        spread = float(np.max(array) - np.min(array))
+        if 0 < spread < 1 / MAX_MAGNITUDE:
+            exponent = -int(np.floor(np.log10(spread)))
+            raise ValueError(
+                f"{name} span only {spread:.3g}: below {1 / MAX_MAGNITUDE:.0e} "
+                "their squares underflow to zero in double precision; express "
+                f"them in other units first (e.g. {name} * 1e{exponent})"
+            )

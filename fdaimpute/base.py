@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from fdaimpute._blocks import check_output_fits, subject_blocks
 from fdaimpute._coerce import check_not_datetime
 from fdaimpute._input import InputMixin
 from fdaimpute._interpolate import interpolate_rows
@@ -14,6 +15,7 @@ from fdaimpute._plausible import value_range, warn_implausible
 from fdaimpute._query import QueryMixin, _is_ragged
 from fdaimpute._validation import (
     check_extrapolate,
+    check_magnitudes,
     check_times_in_range,
     resolve_grid,
 )
@@ -113,6 +115,7 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             validate_params(self)
             extrapolate = self._extrapolation()
             data = self._validate_input(X, reset=True)
+            check_magnitudes(data)
             self.time_range_ = data.time_range
             self.value_range_ = value_range(data.values)
             dense_times = getattr(self, "dense_times_", None)
@@ -177,16 +180,26 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         """
         data = self._check_transform_input(X)
         grid = self._query_grid(grid)
+        check_output_fits(len(data), grid.size, 2 if return_std else 1)
         inner, cols, _ = self._clipped(grid)
         if return_std:
-            curves, std = self._transform_grid(data, inner, return_std=True)
+            curves, std = self._in_blocks(
+                lambda part: self._transform_grid(part, inner, return_std=True),
+                data,
+                inner.size,
+                n_out=2,
+            )
             curves, std = curves[:, cols], std[:, cols]
             self._check_finite(curves, data, "imputed curve")
             self._check_finite(std, data, "standard deviation")
             self._warn_implausible(curves, data, grid)
             curves, std = self._keep_observed(data, grid, curves, std)
             return self._wrap(curves, data, grid), self._wrap(std, data, grid)
-        curves = self._transform_grid(data, inner, return_std=False)[:, cols]
+        curves = self._in_blocks(
+            lambda part: self._transform_grid(part, inner, return_std=False),
+            data,
+            inner.size,
+        )[:, cols]
         self._check_finite(curves, data, "imputed curve")
         self._warn_implausible(curves, data, grid)
         curves, _ = self._keep_observed(data, grid, curves)
@@ -220,8 +233,11 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         """
         data = self._check_transform_input(X)
         grid = self._query_grid(grid)
+        check_output_fits(len(data), grid.size, what="derivative")
         inner, cols, outside = self._clipped(grid)
-        deriv = self._derivative_grid(data, inner)[:, cols]
+        deriv = self._in_blocks(
+            lambda part: self._derivative_grid(part, inner), data, inner.size
+        )[:, cols]
         deriv[:, outside] = 0.0
         self._check_finite(deriv, data, "derivative")
         return self._wrap(deriv, data, grid)
@@ -261,6 +277,25 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             return self._predict_common(data, times)
         return self._predict_per_subject(data, times)
 
+    @staticmethod
+    def _in_blocks(compute, data, width, n_out=1):
+        """``compute(part)`` on blocks of subjects, stacked into whole outputs.
+
+        Blocks hold at most about a million output cells and four million
+        observations (``fdaimpute._blocks``), so the method's intermediate
+        arrays stay bounded however many subjects there are. ``compute``
+        returns one array of shape (n_part, width), or ``n_out`` of them.
+        """
+        blocks = subject_blocks(data.offsets, width)
+        if len(blocks) == 1:
+            return compute(data)
+        outs = [np.empty((len(data), width)) for _ in range(n_out)]
+        for lo, hi in blocks:
+            got = compute(data.take(np.arange(lo, hi)))
+            for out, part in zip(outs, got if n_out > 1 else (got,)):
+                out[lo:hi] = part
+        return tuple(outs) if n_out > 1 else outs[0]
+
     # ------------------------------------------------------------------ #
     # hooks with a default
     def _derivative_grid(self, data, grid):
@@ -285,19 +320,31 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
 
     # ------------------------------------------------------------------ #
     # persistence
-    def save(self, path):
+    def save(self, path, *, allow_pickle=False):
         """Write the imputer, fitted or not, to ``path``.
 
-        The file is fdaimpute's versioned model format (a magic line, a JSON
-        header with the class, the library versions and a SHA-256 digest,
-        then the pickled estimator; see :mod:`fdaimpute.persistence`).
-        Neural imputers store their weights on the CPU, so a model trained
-        on a GPU loads on a machine without one.
+        The file is fdaimpute's model format: a JSON header holding every
+        parameter and fitted value, and the arrays and network weights in
+        safetensors (see :mod:`fdaimpute.persistence`). It holds data only,
+        so loading it cannot run code. Neural imputers store their weights
+        on the CPU, so a model trained on a GPU loads on a machine without
+        one.
 
         Parameters
         ----------
         path : str or path-like
             Destination file (overwritten).
+        allow_pickle : bool, default=False
+            Pickle an imputer holding a value the format cannot hold (a
+            regularizer class of your own, say) instead of raising. Such a
+            file loads only with ``load(path, allow_pickle=True)``.
+
+        Raises
+        ------
+        TypeError
+            If the imputer holds a value the format cannot hold (a
+            ``RandomState``, your own class) and ``allow_pickle`` is False;
+            the message says which attribute and what to change.
 
         See Also
         --------
@@ -305,20 +352,20 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         """
         from fdaimpute.persistence import save
 
-        save(self, path)
+        save(self, path, allow_pickle=allow_pickle)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path, *, allow_pickle=False):
         """Read an imputer written by :meth:`save`.
-
-        .. warning::
-           Loading unpickles the file, which can run arbitrary code: load
-           only files you trust.
 
         Parameters
         ----------
         path : str or path-like
             The file.
+        allow_pickle : bool, default=False
+            Also read a file saved with ``allow_pickle=True`` that holds a
+            pickle. **Unpickling can run any code**: pass it only for files
+            you trust.
 
         Returns
         -------
@@ -332,7 +379,8 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         ------
         ValueError
             If the file is not an fdaimpute model, is in another format
-            version, or is truncated or corrupted.
+            version, is truncated or corrupted, or holds a pickle and
+            ``allow_pickle`` is False.
         TypeError
             If the file holds another class.
 
@@ -350,4 +398,4 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         """
         from fdaimpute.persistence import load
 
-        return load(path, cls)
+        return load(path, cls, allow_pickle=allow_pickle)

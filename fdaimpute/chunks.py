@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fdaimpute._csv import read_options
 from fdaimpute._frames import require_pandas
 from fdaimpute.data import IrregularData
 
@@ -21,10 +22,12 @@ __all__ = ["CSVChunks"]
 class CSVChunks:
     """A long CSV file as chunks of whole subjects, sorted by subject id.
 
-    The rows must be sorted by subject id (increasing, as
-    ``sort -t, -k1,1`` or ``DataFrame.sort_values`` sorts them, so that each
-    subject's rows are contiguous); within a subject any order. A file
-    that breaks this raises a :class:`ValueError` naming the subject.
+    The rows must be sorted by subject id, so that each subject's rows are
+    contiguous: increasing as text (as ``sort -t, -k1,1`` sorts them) or,
+    where the ids are numbers, as numbers (as ``DataFrame.sort_values``
+    sorts a numeric column); within a subject any order. A file that breaks
+    this raises a :class:`ValueError` naming the subject. Ids are read as
+    the text in the file: ``007`` and ``7`` are two subjects.
 
     Parameters
     ----------
@@ -47,7 +50,7 @@ class CSVChunks:
     >>> pd.DataFrame({"id": [1, 1, 1, 2, 2, 3], "time": [0, 1, 2, 0, 2, 1],
     ...               "value": [0.5, 1.0, 0.7, 0.2, 0.3, 0.9]}).to_csv(path)
     >>> [chunk.ids.tolist() for chunk in CSVChunks(path, chunksize=2)]
-    [[1], [2], [3]]
+    [['1'], ['2'], ['3']]
     """
 
     def __init__(
@@ -67,19 +70,20 @@ class CSVChunks:
         """Yield IrregularData chunks of whole subjects, in file order."""
         pd = require_pandas("CSVChunks")
         id_col = self.columns[0]
+        kwargs = read_options(self.kwargs, id_col, pd)
         reader = pd.read_csv(
             self.path,
             usecols=list(self.columns),
             chunksize=self.chunksize,
-            **self.kwargs,
+            **kwargs,
         )
-        held = None
+        held, order = None, None
         with reader:
             for block in reader:
                 if held is not None:
                     block = pd.concat([held, block], ignore_index=True)
                 ids = block[id_col]
-                _check_sorted(ids)
+                order = _check_sorted(ids, order)
                 last = ids.iloc[-1]
                 tail = (ids == last).to_numpy()
                 held = block[tail]
@@ -92,17 +96,35 @@ class CSVChunks:
         return IrregularData.from_long(frame, *self.columns)
 
 
-def _check_sorted(ids):
-    """Raise unless ``ids`` (a Series) are non-decreasing."""
-    if ids.is_monotonic_increasing:
-        return
+def _check_sorted(ids, order=None):
+    """Raise unless ``ids`` (a Series) are sorted as text or as numbers.
+
+    ``order`` is the order earlier blocks were found in (``"text"``,
+    ``"number"`` or None while both fitted): every block must keep it, so
+    that no subject comes back after another. Returns the order.
+    """
+    text_sorted = order != "number" and ids.is_monotonic_increasing
+    numeric = ids if ids.dtype.kind in "iuf" else None
+    if order != "text" and numeric is None:
+        try:
+            numeric = ids.astype(float)
+        except (TypeError, ValueError):
+            numeric = None
+    number_sorted = numeric is not None and numeric.is_monotonic_increasing
+    if text_sorted and number_sorted:
+        return order
+    if text_sorted:
+        return "text"
+    if number_sorted:
+        return "number"
     values = ids.to_numpy()
     try:
         where = np.flatnonzero(values[1:] < values[:-1])[0] + 1
-    except TypeError:  # labels of mixed types do not compare
+    except (TypeError, IndexError):  # labels of mixed types do not compare
         where = 0
     raise ValueError(
         f"the rows are not sorted by subject id (subject {values[where]!r} "
         f"comes after {values[max(where - 1, 0)]!r}); CSVChunks needs the rows "
-        "sorted by id so that each subject's rows are contiguous"
+        "sorted by id, as text or as numbers, so that each subject's rows are "
+        "contiguous"
     )

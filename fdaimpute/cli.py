@@ -10,12 +10,14 @@ import time
 
 import numpy as np
 
+from fdaimpute._blocks import check_output_fits, format_bytes
 from fdaimpute._cli_model import (
     add_data_options,
     add_fit_command,
     add_method_options,
     impute_with_model,
 )
+from fdaimpute._cli_output import check_room, check_target, write_curves
 from fdaimpute._cli_params import check_params, collect_params, parse_value
 
 __all__ = ["main"]
@@ -159,6 +161,15 @@ def _parse_grid(text, time_range):
         ) from None
     if n < 2:
         raise SystemExit(f"--grid needs at least 2 points, got {n}")
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise SystemExit(f"--grid needs finite start and stop, got {text!r}")
+    try:
+        check_output_fits(1, n, what="grid")
+    except ValueError:
+        raise SystemExit(
+            f"--grid {text}: {n:,} points need {format_bytes(8 * n)} of memory for "
+            "the grid alone, more than is available; give fewer points"
+        ) from None
     return np.linspace(lo, hi, n)
 
 
@@ -171,7 +182,11 @@ def _demo(args):
 
     methods = _method_factories()
     default = [m for m in methods if m not in _NOT_IN_DEMO]
-    chosen = args.methods.split(",") if args.methods else default
+    chosen = (
+        [m.strip().lower() for m in args.methods.split(",")]
+        if args.methods
+        else default
+    )
     unknown = [m for m in chosen if m not in methods]
     if unknown:
         raise SystemExit(f"unknown method(s) {unknown}; available: {sorted(methods)}")
@@ -245,28 +260,79 @@ _FLAG_HINTS = (
     ),
     (r"pass extrapolate=True", "--extrapolate", ("extrapolat", "training times span")),
 )
+#: The class behind each --method name.
+_METHOD_OF_CLASS = {
+    "KernelImputer": "kernel",
+    "PACEImputer": "pace",
+    "FACEImputer": "face",
+    "MFPCAImputer": "mfpca",
+    "MICEImputer": "mice",
+    "GAINImputer": "gain",
+    "VTImputer": "vt",
+    "SANDImputer": "sand",
+    "CNPImputer": "cnp",
+}
+# A keyword argument in the library's advice: name=True, name='text', name=0.5
+_KEYWORD = re.compile(
+    r"(?<![-\w.])([a-z][a-z0-9_]*)=('[^']*'|\"[^\"]*\"|True|False|None|-?\d[\w.+-]*)"
+)
+_JSON_WORDS = {"True": "true", "False": "false", "None": "null"}
+
+
+def _as_param(match):
+    name, value = match.groups()
+    if name == "return_std":
+        return "--std"
+    if name == "extrapolate" and value == "True":
+        return "--extrapolate"
+    value = _JSON_WORDS.get(value, value.strip("'\""))
+    return f"--param {name}={value}"
+
+
+def _as_method(match):
+    method = _METHOD_OF_CLASS.get(match.group(2))
+    if method is None:
+        return match.group(0)
+    return f"{match.group(1)}--method {method}" if match.group(1) else method
 
 
 def _cli_message(message):
-    """The library's advice to pass a keyword, reworded as the flag to add."""
+    """The library's message in the command line's words: flags, not Python.
+
+    Advice to pass a keyword becomes the flag that does it (``--duplicates
+    average``, ``--extrapolate``, ``--param name=value``), and a class name
+    the ``--method`` that picks it.
+    """
+    message = re.sub(r"^[A-Za-z]+Imputer: ", "", message)
     for advice, flag, words in _FLAG_HINTS:
         message, n = re.subn(advice, f"rerun with {flag}", message)
         related = any(word in message.lower() for word in words)
         if n == 0 and related and flag not in message:
             message = f"{message} (rerun with {flag})"
-    return message
+    message = _KEYWORD.sub(_as_param, message)
+    return re.sub(r"\b(use )?([A-Z][A-Za-z]*Imputer)\b", _as_method, message)
 
 
-def _read_data(args):
+def column_names(args, saved=None):
+    """The input's id, time and value columns: the flags, else ``saved``, else
+    ``id``, ``time`` and ``value``."""
+    saved = saved or {}
+    return tuple(
+        getattr(args, key) or saved.get(key) or key for key in ("id", "time", "value")
+    )
+
+
+def _read_data(args, names=None):
     """The long CSV of ``args.input`` as IrregularData (exits with the reason)."""
     import fdaimpute as fi
 
+    id_name, time_name, value_name = names or column_names(args)
     try:
         data = fi.IrregularData.read_csv(
             args.input,
-            id=args.id,
-            time=args.time,
-            value=args.value,
+            id=id_name,
+            time=time_name,
+            value=value_name,
             duplicates=args.duplicates,
         )
     except (ValueError, TypeError, OSError) as exc:
@@ -278,13 +344,22 @@ def _read_data(args):
     return data
 
 
-def _estimator(args, method):
-    """The method's estimator with the command line's settings (grid to set)."""
+def method_name(text):
+    """A --method value, case-insensitive; exits naming the valid ones."""
+    method = text.strip().lower()
     methods = _method_factories()
     if method not in methods:
-        raise SystemExit(f"unknown method {method!r}; available: {sorted(methods)}")
+        raise SystemExit(
+            f"unknown method {text!r}; available: {', '.join(sorted(methods))}"
+        )
+    return method
+
+
+def _estimator(args, method):
+    """The method's estimator with the command line's settings (grid to set)."""
+    method = method_name(method)
     params = collect_params(args)
-    factory = methods[method][1]
+    factory = _method_factories()[method][1]
     check_params(factory(None, args.seed, False), params, method)
     est = factory(None, args.seed, False)
     names = est.get_params()
@@ -299,59 +374,44 @@ def _estimator(args, method):
 def _impute(args):
     if args.model is not None:
         return impute_with_model(args)
-    method = args.method or "auto"
+    method = method_name(args.method or "auto")
     est = _estimator(args, method)
+    check_target(args.output, "-o", [args.input], args.force)
     data = _read_data(args)
     grid = _parse_grid(args.grid or "101", data.time_range)
+    check_room(args.output, len(data), grid.size, 2 if args.std else 1)
     est.set_params(grid=grid)
     start = time.perf_counter()
     try:
         est.fit(data)
-        out = est.transform(data, return_std=args.std)
-    except (ValueError, TypeError, NotImplementedError) as exc:
+    except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
         raise SystemExit(f"{method}: {_cli_message(str(exc))}") from None
-    return write_output(args, data, grid, out, method, start)
+    return write_output(args, data, grid, est, method, start, column_names(args))
 
 
-def write_output(args, data, grid, out, label, start):
-    """Report the imputation that began at ``start`` and write its curves."""
-    curves, std = out if args.std else (out, None)
+def write_output(args, data, grid, est, label, start, names):
+    """Impute ``data`` with the fitted ``est`` on ``grid`` and write the curves.
+
+    The curves are computed and written a block of subjects at a time (see
+    :func:`fdaimpute._cli_output.write_curves`).
+    """
+
+    def impute(part):
+        try:
+            return est.transform(part, grid=grid, return_std=args.std)
+        except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
+            raise SystemExit(f"{label}: {_cli_message(str(exc))}") from None
+
+    write_curves(
+        args.output, data, grid, impute, args.format, names, args.std, args.force
+    )
     print(
         f"Imputed {len(data)} curves with {label} in "
         f"{time.perf_counter() - start:.1f} s",
         file=sys.stderr,
     )
-    names = (args.id, args.time, args.value)
-    _write_curves(args.output, data.ids, grid, curves, std, args.format, names)
     print(f"Wrote {args.output}", file=sys.stderr)
     return 0
-
-
-def _write_curves(path, ids, grid, curves, std, layout, names=("id", "time", "value")):
-    """Write the curves; the long layout names its columns like the input's."""
-    import pandas as pd
-
-    if layout == "long":
-        id_name, time_name, value_name = names
-        frame = pd.DataFrame(
-            {
-                id_name: np.repeat(ids, grid.size),
-                time_name: np.tile(grid, len(ids)),
-                value_name: curves.ravel(),
-            }
-        )
-        if std is not None:
-            std_name = "std" if "std" not in names else f"{value_name}_std"
-            frame[std_name] = std.ravel()
-    else:
-        names = [f"t={t:.10g}" for t in grid]
-        frame = pd.DataFrame(curves, columns=names)
-        if std is not None:
-            frame = pd.concat(
-                [frame, pd.DataFrame(std, columns=[f"std({n})" for n in names])], axis=1
-            )
-        frame.insert(0, "id", ids)
-    frame.to_csv(path, index=False)
 
 
 def build_parser():
@@ -407,19 +467,36 @@ def _add_impute_command(sub):
         "the order subjects first appear in the input, with their ids.",
     )
     imp.add_argument("input", help="CSV with one row per observation")
-    imp.add_argument("-o", "--output", required=True, help="CSV to write")
+    imp.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="CSV to write (refused if it exists, unless --force; never the input)",
+    )
+    imp.add_argument(
+        "--force", action="store_true", help="replace the output file if it exists"
+    )
     imp.add_argument(
         "--method",
         default=None,
-        help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt or sand (default "
-        "auto: the best of pace, face, mfpca and kernel on held-out points), "
-        "fitted on the input; or use --model",
+        help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt or sand, in any "
+        "case (default auto: the best of pace, face, mfpca and kernel on held-out "
+        "points), fitted on the input; or use --model",
     )
     imp.add_argument(
         "--model",
         metavar="FILE",
         help="a model saved by 'fdaimpute fit' (or an imputer's save()): "
-        "transform the input with it instead of fitting",
+        "transform the input with it instead of fitting; the columns default to "
+        "those it was fitted with",
+    )
+    imp.add_argument(
+        "--trust-model",
+        action="store_true",
+        help="also load a model file that holds a pickle (saved with "
+        "allow_pickle=True). WARNING: loading a pickle can run any code; use "
+        "this only for a file you made or trust. Ordinary model files hold "
+        "data only and need no such trust",
     )
     imp.add_argument(
         "--grid",
@@ -437,8 +514,8 @@ def _add_impute_command(sub):
     imp.add_argument(
         "--std",
         action="store_true",
-        help="also write pointwise standard deviations (pace, face, mfpca, the "
-        "neural imputers, and auto unless it chose kernel)",
+        help="also write pointwise standard deviations (methods with bands: "
+        "pace, face, mfpca, cnp, vt and sand; auto unless it chose kernel)",
     )
     add_data_options(imp)
     add_method_options(imp)

@@ -9,6 +9,7 @@ import numpy as np
 # check_not_datetime, is_datetime_like, subject_label, as_id_array and
 # check_ids have always been importable from here
 from fdaimpute._coerce import check_not_datetime, is_datetime_like  # noqa: F401
+from fdaimpute._csv import read_options
 from fdaimpute._flat import (
     check_storage,
     dense_from_flat,
@@ -17,7 +18,11 @@ from fdaimpute._flat import (
     sort_within_subjects,
 )
 from fdaimpute._frames import flat_from_long, long_frame, require_pandas
-from fdaimpute._ids import as_id_array, check_ids, subject_label  # noqa: F401
+from fdaimpute._ids import (  # noqa: F401
+    as_id_array,
+    check_ids,
+    subject_label,
+)
 
 __all__ = ["IrregularData"]
 
@@ -179,7 +184,9 @@ class IrregularData:
         path : str or path-like
             The file.
         id, time, value : str, default="id", "time", "value"
-            Column names.
+            Column names. Ids are read as the text in the file, so ``007``
+            and ``7`` are two subjects (pass ``dtype={id: int}`` to read
+            them as numbers).
         **kwargs
             Passed to :func:`pandas.read_csv` (``duplicates`` is passed to
             :meth:`from_long`).
@@ -187,10 +194,20 @@ class IrregularData:
         Returns
         -------
         IrregularData
+
+        Raises
+        ------
+        ValueError
+            If the file has no rows (a header alone) or lacks a column.
         """
         pd = require_pandas("IrregularData.read_csv")
         duplicates = kwargs.pop("duplicates", "raise")
-        df = pd.read_csv(path, **kwargs)
+        df = pd.read_csv(path, **read_options(kwargs, id, pd))
+        if len(df) == 0:
+            raise ValueError(
+                f"{path} has no observations (a header and no rows); it needs "
+                f"one row per observation with columns {id}, {time}, {value}"
+            )
         return cls.from_long(df, id=id, time=time, value=value, duplicates=duplicates)
 
     @classmethod

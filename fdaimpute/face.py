@@ -64,7 +64,9 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
         Order of the difference penalty on neighbouring coefficients; a
         polynomial of degree below it (per direction) is not penalised.
     lambda_mean : float or "gcv", default="gcv"
-        Smoothing parameter of the mean, or chosen by GCV.
+        Smoothing parameter of the mean, or chosen by GCV. A number applies
+        to the standardised data (times on [0, 1], values of unit standard
+        deviation; see Notes), so it means the same in any units.
     lambda_cov : float, "auto", "gcv" or "cv", default="auto"
         Smoothing parameter of the covariance surface: a number, chosen by
         GCV over the raw covariances (closed form, see Notes), or by 5-fold
@@ -116,7 +118,7 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
     fve_ : ndarray of shape (K,)
         Cumulative fraction of variance explained.
     lambda_mean_, lambda_cov_ : float
-        Smoothing parameters used.
+        Smoothing parameters used (on the standardised data).
     df_mean_, df_cov_ : float
         Effective degrees of freedom of the two fits.
     grid_ : ndarray of shape (n_grid,)
@@ -132,6 +134,13 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
 
     Notes
     -----
+    *Units.* The fit works on standardised data: times mapped onto [0, 1]
+    by the training range, values centred on their mean and divided by
+    their standard deviation. Its smoothing, tolerances and starting values
+    therefore see the same numbers in any units, and the curves, bands and
+    derivatives change with the units exactly as the data do (to rounding),
+    as PACE's do.
+
     *Speed.* Pairs of observations are never formed. The normal equations
     of the surface regression are sums over subjects of Kronecker products
     of each subject's banded ``B_i^T B_i`` (less the diagonal pairs), built
@@ -241,20 +250,19 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
         if options["lambda_cov"] == "auto":
             small = len(data) < AUTO_CV_SUBJECTS
             options["lambda_cov"] = "cv" if small else "gcv"
+        times, values = self._standardise(data)
+        scaled = (times, values, data.offsets, (0.0, 1.0))
         with one_blas_thread():
-            result = fit_face(
-                data.times, data.values, data.offsets, self.time_range_, options
-            )
+            result = fit_face(*scaled, options)
         model = result.model
-        observation_noise = _measurement_noise(data, model.noise_variance)
+        observation_noise = _measurement_noise(
+            data.with_values(values, times), model.noise_variance
+        )
         # the refits keep the chosen smoothing: they judge this fit's model
         options.update(lambda_mean=result.lambda_mean, lambda_cov=result.lambda_cov)
         with one_blas_thread():
             model.band_weight, model.band_misfit, scale = held_out_bands(
-                data.times,
-                data.values,
-                data.offsets,
-                self.time_range_,
+                *scaled,
                 options,
                 fit_face,
                 observation_noise,
@@ -263,14 +271,10 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
             )
         model.noise_variance *= scale
         self._model = model
-        grid = self.grid_
-        self.mean_ = model.mean_at(grid)
-        self.covariance_ = model.covariance_on(grid)
-        self.eigenvalues_ = model.eigenvalues[: model.n_components].copy()
-        self.eigenfunctions_ = model.eigenfunctions_at(grid)
-        self.noise_variance_ = observation_noise
-        self.predictor_noise_variance_ = model.noise_variance
-        self.n_components_ = model.n_components
+        self._set_model_attributes(model, self.grid_)
+        spread = self._scale[3]
+        self.noise_variance_ = observation_noise * spread**2
+        self.predictor_noise_variance_ = model.noise_variance * spread**2
         self.fve_ = result.fve
         self.lambda_mean_, self.lambda_cov_ = result.lambda_mean, result.lambda_cov
         self.df_mean_, self.df_cov_ = result.df_mean, result.df_cov

@@ -256,7 +256,9 @@ class KernelImputer(BaseImputer):
 
     def _evaluate(self, data, times, offsets, derivative=False):
         h, lam = self._bandwidths(data)
-        mu, dmu = self._mean_at(times)
+        # the mean at each distinct time once (a grid repeats for every subject)
+        distinct, inverse = np.unique(times, return_inverse=True)
+        mu, dmu = (part[inverse] for part in self._mean_at(distinct))
         counts = np.diff(offsets)
         sums = _moments(data, times, offsets, h, self.kernel)
         q_subject = np.repeat(np.arange(len(data)), counts)

@@ -100,11 +100,13 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
     n_basis_ : int
         Basis size used.
     loglik_ : float
-        Maximised log-likelihood of the centred observations.
+        Maximised log-likelihood of the centred observations (in the data's
+        units; the fit itself works on standardised data, see Notes).
     start_loglik_ : float
         Log-likelihood at the starting values (below ``loglik_``).
     bic_ : dict
-        BIC of every rank tried on the chosen basis.
+        BIC of every rank tried on the chosen basis (of the standardised
+        values: differences between ranks are those of the data's units).
     cv_ : dict
         Approximate leave-one-curve-out score (on the scale of minus the
         log-likelihood) of every rank tried on the chosen basis; only with
@@ -123,6 +125,13 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
 
     Notes
     -----
+    *Units.* The fit works on standardised data: times mapped onto [0, 1]
+    by the training range, values centred on their mean and divided by
+    their standard deviation. Its smoothing, tolerances and starting values
+    therefore see the same numbers in any units, and the curves, bands and
+    derivatives change with the units exactly as the data do (to rounding),
+    as PACE's do.
+
     Each subject enters the likelihood through ``S_i = E_i^T E_i``,
     ``E_i^T r_i`` and ``r_i^T r_i`` only, and Woodbury's identity reduces
     its covariance to a ``K x K`` system, so one evaluation costs
@@ -212,36 +221,34 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
                 "all training observations are at one time; cannot fit a curve"
             )
         options = {name: getattr(self, name) for name in _OPTIONS}
+        times, values = self._standardise(data)
         with one_blas_thread():
-            result = fit_mfpca(
-                data.times, data.values, data.offsets, self.time_range_, options
-            )
+            result = fit_mfpca(times, values, data.offsets, (0.0, 1.0), options)
         model = self._model = result.model
-        self.noise_variance_ = model.noise_variance
         refit = dict(options, n_basis=model.cov_knots.size - model.degree - 1)
         refit["n_components"] = model.n_components
         with one_blas_thread():
             model.band_weight, model.band_misfit, scale = held_out_bands(
-                data.times,
-                data.values,
+                times,
+                values,
                 data.offsets,
-                self.time_range_,
+                (0.0, 1.0),
                 refit,
                 fit_mfpca,
                 model.noise_variance,
                 tune_noise=True,
                 noise_variance=model.noise_variance,
             )
+        spread = self._scale[3]
+        self.noise_variance_ = model.noise_variance * spread**2
         model.noise_variance *= scale
-        self.predictor_noise_variance_ = model.noise_variance
-        grid = self.grid_
-        self.mean_ = model.mean_at(grid)
-        self.covariance_ = model.covariance_on(grid)
-        self.eigenvalues_ = model.eigenvalues.copy()
-        self.eigenfunctions_ = model.eigenfunctions_at(grid)
-        self.n_components_ = model.n_components
+        self.predictor_noise_variance_ = model.noise_variance * spread**2
+        self._set_model_attributes(model, self.grid_)
         self.n_basis_ = model.cov_knots.size - model.degree - 1
-        self.loglik_, self.start_loglik_ = result.loglik, result.start_loglik
+        # the density of the values in the data's units
+        shift = data.values.size * np.log(spread)
+        self.loglik_ = result.loglik - shift
+        self.start_loglik_ = result.start_loglik - shift
         if self.n_components == "cv":
             self.cv_ = {k: cv for k, (cv, _) in result.criteria.items()}
         elif hasattr(self, "cv_"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401
 from sklearn.impute import IterativeImputer
@@ -21,8 +22,10 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
     Observations are averaged into ``n_bins`` equal-width time bins, giving
     a matrix with missing cells; scikit-learn's
     :class:`~sklearn.impute.IterativeImputer` (Bayesian ridge regression of
-    each bin on the others, iterated) fills the missing cells; the curve is
-    the linear interpolation of the filled row between the bin centres,
+    each bin on the others, iterated) fills the missing cells. The fitted
+    regressions are kept as arrays and replayed on new subjects as the
+    iterative imputer's ``transform`` would. The curve is the linear
+    interpolation of the filled row between the bin centres,
     constant beyond the first and last centres. Observed cells keep their
     noisy values, so the curves are not smooth: this is the MICE baseline of
     the SAND paper, not a recommended imputer.
@@ -69,8 +72,18 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
         Edges of the time bins.
     bin_centres_ : ndarray of shape (n_bins,)
         Times the filled matrix's columns stand for.
-    imputer_ : IterativeImputer
-        The fitted chained-equation imputer.
+    initial_fill_ : ndarray of shape (n_bins,)
+        Each bin's mean over the training subjects: the first fill of a
+        missing cell.
+    chain_bins_ : ndarray of shape (n_steps,)
+        The bin each step of the chained equations imputes, in order
+        (``n_iter_`` rounds over the bins).
+    chain_predictors_ : ndarray of shape (n_steps, n_predictors)
+        The bins each step regresses on.
+    chain_coef_ : ndarray of shape (n_steps, n_predictors)
+        The fitted Bayesian ridge coefficients of each step.
+    chain_intercept_ : ndarray of shape (n_steps,)
+        The intercepts.
     n_iter_ : int
         Rounds of chained equations run.
     converged_ : bool
@@ -135,7 +148,7 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
         self._fit_bins(data)
         # A correlation needs two subjects; with fewer, use every bin.
         nearest = self.n_nearest_features if len(data) > 2 else None
-        self.imputer_ = IterativeImputer(
+        imputer = IterativeImputer(
             max_iter=self.max_iter,
             n_nearest_features=nearest,
             random_state=self.random_state,
@@ -147,11 +160,48 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
                 message=r"\[IterativeImputer\] Early stopping",
                 category=ConvergenceWarning,
             )
-            filled = self.imputer_.fit_transform(self._binned(data))
-        self.n_iter_ = self.imputer_.n_iter_
+            filled = imputer.fit_transform(self._binned(data))
+        self._keep_chain(imputer)
+        self.n_iter_ = imputer.n_iter_
         self.converged_ = bool(self.n_iter_ < self.max_iter)
         mean_row = filled.mean(axis=0, keepdims=True)
         self.mean_ = self._interpolate(mean_row, self.grid_)[0]
 
+    def _keep_chain(self, imputer):
+        """Keep the fitted regressions of ``imputer`` as arrays."""
+        steps = imputer.imputation_sequence_
+        self.initial_fill_ = imputer.initial_imputer_.statistics_
+        self.chain_bins_ = np.array([s.feat_idx for s in steps], dtype=np.intp)
+        width = len(steps[0].neighbor_feat_idx) if steps else 0
+        self.chain_predictors_ = np.array(
+            [s.neighbor_feat_idx for s in steps], dtype=np.intp
+        ).reshape(len(steps), width)
+        self.chain_coef_ = np.array(
+            [s.estimator.coef_ for s in steps], dtype=np.float64
+        ).reshape(len(steps), width)
+        self.chain_intercept_ = np.array(
+            [s.estimator.intercept_ for s in steps], dtype=np.float64
+        )
+
     def _filled(self, data):
-        return self.imputer_.transform(self._binned(data))
+        """The binned matrix of ``data``, its missing cells filled by the chain.
+
+        Replays scikit-learn's ``IterativeImputer.transform`` (without
+        posterior sampling, bounds or empty bins, which the fit never uses):
+        the bin means first, then each step's regression on its bins, in
+        order, for the rows where the step's bin is missing.
+        """
+        binned = self._binned(data)
+        missing = np.isnan(binned)
+        filled = np.asfortranarray(np.where(missing, self.initial_fill_, binned))
+        steps = zip(
+            self.chain_bins_,
+            self.chain_predictors_,
+            self.chain_coef_,
+            self.chain_intercept_,
+        )
+        for col, predictors, coef, intercept in steps:
+            rows = missing[:, col]
+            if rows.any():
+                filled[rows, col] = filled[:, predictors][rows] @ coef + intercept
+        return filled

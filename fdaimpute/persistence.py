@@ -1,59 +1,83 @@
-"""Saving and loading imputers: one versioned, checksummed file format.
+"""Saving and loading imputers: one file of data that cannot run code.
 
 Every imputer's ``save(path)`` and ``load(path)`` go through this module.
 A model file is, in order:
 
-1. the magic line ``b"FDAIMPUTE-MODEL\\n"`` (16 bytes), which marks the file
-   as an fdaimpute model;
-2. a header: one line of UTF-8 JSON ending in ``b"\\n"``, with the keys
+1. the magic line ``b"FDAIMPUTE-MODEL\\n"`` (16 bytes);
+2. the length of the header in bytes, an unsigned 64-bit little-endian
+   integer (8 bytes);
+3. the header: a UTF-8 JSON object with the keys
 
    - ``format_version`` (int): the layout of the file, :data:`FORMAT_VERSION`;
-   - ``class``: the estimator's class as ``"module.QualName"``;
+   - ``class``: the estimator's class, a key of fdaimpute's fixed table of
+     classes (e.g. ``"PACEImputer"``);
    - ``fitted`` (bool): whether the estimator was fitted when saved;
+   - ``encoding``: ``"data"``, or ``"pickle"`` for a file saved with
+     ``allow_pickle=True`` that the data encoding could not hold;
+   - ``model`` (``"data"`` only): the estimator as a tree of JSON values:
+     every parameter, fitted number, history and configuration, and the
+     class name of every object, with references to the arrays;
+   - ``metadata``: strings the writer attached (the command line keeps
+     the column names the model was fitted with);
    - ``fdaimpute``, ``python``, ``numpy``, ``sklearn``, ``torch``: the
      versions that wrote the file (``torch`` is ``null`` when it was not
      loaded);
    - ``payload_bytes`` (int) and ``payload_sha256`` (hex str): length and
      SHA-256 digest of the payload;
 
-3. the payload: the estimator pickled with :data:`pickle.HIGHEST_PROTOCOL`.
-   The neural imputers pickle their weights as CPU tensors, so a model
-   trained on a GPU loads on a machine without one.
+4. the payload: the arrays and tensors in the safetensors format (or, for
+   ``"pickle"``, the pickled estimator).
 
-:func:`load` checks the magic, the format version, the payload's length
-and digest and the class *before* unpickling, so a foreign, truncated or
-corrupted file raises a :class:`ValueError` that says which, and a model of
-another class a :class:`TypeError`.
+Classes are looked up in a fixed table of fdaimpute's own classes
+(:data:`fdaimpute._model_tree.CLASSES`); nothing a file names is imported,
+and no part of a ``"data"`` file is unpickled. A value the format cannot
+hold (a ``RandomState``, a user's own regularizer or imputer subclass) is
+refused by :func:`save` with a message saying what to change.
+
+:func:`load` reads the magic, then the header (at most
+:data:`MAX_HEADER_BYTES`), then exactly the payload the header declares,
+checking its length and digest, so a foreign, truncated or corrupted file
+raises a :class:`ValueError` that says which, before the rest of it is
+read; a model of another class raises a :class:`TypeError`.
 
 .. warning::
-   Loading unpickles the payload, and unpickling can run arbitrary code:
-   load only files you trust. The checksum detects accidental damage, not
-   tampering.
+   ``allow_pickle=True`` lets :func:`load` unpickle a ``"pickle"`` file,
+   and unpickling can run any code: pass it only for files you trust.
+   The checksum detects accidental damage, not tampering.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import pickle
+import stat
+import struct
 import sys
-import tempfile
 import warnings
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "load", "read_header", "save"]
+from fdaimpute._files import atomic_write
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "MAX_HEADER_BYTES",
+    "load",
+    "read_header",
+    "save",
+]
 
 #: First bytes of every model file.
 MAGIC = b"FDAIMPUTE-MODEL\n"
 #: Layout version written by :func:`save`; :func:`load` reads only this one.
-FORMAT_VERSION = 1
-# A header is a few hundred bytes; a longer "line" means a damaged file.
-_MAX_HEADER = 1 << 16
-
-
-def _class_path(cls):
-    return f"{cls.__module__}.{cls.__qualname__}"
+FORMAT_VERSION = 2
+#: Largest header :func:`load` reads (a header is kilobytes; training
+#: histories of many epochs make it longer).
+MAX_HEADER_BYTES = 64 << 20
+_LENGTH = struct.Struct("<Q")
+_CHUNK = 1 << 20
+_ENCODINGS = ("data", "pickle")
 
 
 def _versions():
@@ -72,79 +96,108 @@ def _versions():
     }
 
 
-def save(estimator, path):
+def _payload(estimator, allow_pickle):
+    """``(encoding, model tree or None, payload bytes)`` of an estimator."""
+    from safetensors.numpy import save as save_arrays
+
+    from fdaimpute._model_tree import UnsupportedObject, to_tree
+
+    try:
+        tree, arrays = to_tree(estimator)
+    except UnsupportedObject as exc:
+        if not allow_pickle:
+            raise
+        warnings.warn(
+            f"{exc.args[0].split(', which')[0]}: saved as a pickle, which "
+            "loads only with load(path, allow_pickle=True)",
+            UserWarning,
+            stacklevel=4,
+        )
+        return "pickle", None, pickle.dumps(estimator, protocol=pickle.HIGHEST_PROTOCOL)
+    return "data", tree, save_arrays(arrays)
+
+
+def save(estimator, path, *, allow_pickle=False, metadata=None, overwrite=True):
     """Write an imputer to ``path`` in the fdaimpute model format.
 
     Fitted or not, the estimator is stored whole (parameters and fitted
-    state); the file is written to a temporary name and then renamed, so an
+    state) as data: JSON values and safetensors arrays. The file is written
+    to a temporary name in the same folder and then renamed, so an
     interrupted save never leaves a partial file at ``path``.
 
     Parameters
     ----------
     estimator : BaseImputer
-        The imputer.
+        One of fdaimpute's imputers.
     path : str or path-like
-        Destination file (overwritten).
+        Destination file.
+    allow_pickle : bool, default=False
+        If the estimator holds a value the format cannot hold (a user's own
+        regularizer, say), pickle it instead of raising, with a warning.
+        Such a file loads only with ``load(path, allow_pickle=True)``.
+    metadata : dict of str to str, default=None
+        Strings to keep in the header (see :func:`read_header`).
+    overwrite : bool, default=True
+        Replace an existing file at ``path``; ``False`` raises
+        :class:`FileExistsError` instead.
 
     Raises
     ------
     TypeError
-        If ``estimator`` is not an fdaimpute imputer.
+        If ``estimator`` is not an fdaimpute imputer, or (without
+        ``allow_pickle``) holds a value the format cannot hold; the message
+        names the attribute and what to change.
+    FileExistsError
+        If ``path`` exists and ``overwrite=False``.
 
     See Also
     --------
     load : read it back.
     """
+    from fdaimpute._model_tree import class_key
     from fdaimpute.base import BaseImputer
 
     if not isinstance(estimator, BaseImputer):
         raise TypeError(
             f"only fdaimpute imputers can be saved, got a {type(estimator).__name__}"
         )
-    payload = pickle.dumps(estimator, protocol=pickle.HIGHEST_PROTOCOL)
+    metadata = dict(metadata or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise TypeError("metadata must map strings to strings")
+    encoding, tree, payload = _payload(estimator, allow_pickle)
+    cls = type(estimator)
     header = {
         "format_version": FORMAT_VERSION,
-        "class": _class_path(type(estimator)),
+        "class": class_key(cls) or f"{cls.__module__}.{cls.__qualname__}",
         "fitted": hasattr(estimator, "grid_"),
+        "encoding": encoding,
         **_versions(),
+        "metadata": metadata,
         "payload_bytes": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
     }
-    head = json.dumps(header, sort_keys=True).encode("utf-8") + b"\n"
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".fdaimpute-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(MAGIC)
-            fh.write(head)
-            fh.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    if tree is not None:
+        header["model"] = tree
+    head = json.dumps(header, allow_nan=False).encode("utf-8")
+    atomic_write(path, [MAGIC, _LENGTH.pack(len(head)), head, payload], overwrite)
 
 
-def _split(path):
-    """Return ``(header, payload)`` of a model file, checking its integrity."""
-    path = os.fspath(path)
-    with open(path, "rb") as fh:
-        blob = fh.read()
-    if not blob.startswith(MAGIC):
-        if MAGIC.startswith(blob):
-            raise ValueError(f"{path} is truncated: it ends inside the magic line")
-        raise ValueError(
-            f"{path} is not an fdaimpute model file (it does not start with "
-            f"{MAGIC!r}); write models with the imputer's save()"
-        )
-    end = blob.find(b"\n", len(MAGIC), len(MAGIC) + _MAX_HEADER)
-    if end < 0:
-        raise ValueError(f"{path} is truncated or corrupted: no complete header")
-    try:
-        header = json.loads(blob[len(MAGIC) : end].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path} is corrupted: unreadable header ({exc})") from None
+def _read_exactly(fh, n, path, what):
+    """``n`` bytes of ``fh``, read in chunks; ValueError naming ``what`` if short."""
+    parts, left = [], n
+    while left > 0:
+        part = fh.read(min(left, _CHUNK))
+        if not part:
+            raise ValueError(
+                f"{path} is truncated: it ends inside the {what} ({n - left} of "
+                f"{n} bytes)"
+            )
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _check_header(header, path):
     if not isinstance(header, dict) or "format_version" not in header:
         raise ValueError(f"{path} is corrupted: the header has no format_version")
     version = header["format_version"]
@@ -154,16 +207,85 @@ def _split(path):
             f"fdaimpute {header.get('fdaimpute', '?')}); this fdaimpute "
             f"({_versions()['fdaimpute']}) reads version {FORMAT_VERSION} only"
         )
-    missing = {"class", "payload_bytes", "payload_sha256"} - header.keys()
+    missing = {"class", "encoding", "payload_bytes", "payload_sha256"} - set(header)
     if missing:
         raise ValueError(f"{path} is corrupted: the header lacks {sorted(missing)}")
-    payload = blob[end + 1 :]
-    if len(payload) != header["payload_bytes"]:
-        state = "truncated" if len(payload) < header["payload_bytes"] else "corrupted"
+    size = header["payload_bytes"]
+    if type(size) is not int or size < 0:
+        raise ValueError(f"{path} is corrupted: payload_bytes is {size!r}")
+    if header["encoding"] not in _ENCODINGS:
         raise ValueError(
-            f"{path} is {state}: its payload has {len(payload)} bytes, the header "
-            f"says {header['payload_bytes']}"
+            f"{path} is corrupted: unknown encoding {header['encoding']!r}"
         )
+    if header["encoding"] == "data" and "model" not in header:
+        raise ValueError(f"{path} is corrupted: the header has no model")
+    if not isinstance(header["class"], str):
+        raise ValueError(f"{path} is corrupted: class is {header['class']!r}")
+
+
+def _read_header(fh, path):
+    """The header of the open file ``fh``, read after checking the magic line."""
+    magic = fh.read(len(MAGIC))
+    if magic != MAGIC:
+        if MAGIC.startswith(magic):
+            raise ValueError(f"{path} is truncated: it ends inside the magic line")
+        raise ValueError(
+            f"{path} is not an fdaimpute model file (it does not start with "
+            f"{MAGIC!r}); write models with the imputer's save()"
+        )
+    raw = _read_exactly(fh, _LENGTH.size, path, "header length")
+    if raw[:1] == b"{":
+        raise ValueError(
+            f"{path} is in the model format of an earlier fdaimpute (a pickle), "
+            f"which this one does not read: refit the model and save it again"
+        )
+    (length,) = _LENGTH.unpack(raw)
+    if length > MAX_HEADER_BYTES:
+        raise ValueError(
+            f"{path} is corrupted: its header would be {length} bytes, more than "
+            f"the {MAX_HEADER_BYTES} a model header may have"
+        )
+    head = _read_exactly(fh, length, path, "header")
+    try:
+        header = json.loads(head.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"{path} is corrupted: unreadable header ({exc})") from None
+    _check_header(header, path)
+    return header
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _read(path, check=None, want_payload=True):
+    """``(header, payload)`` of a model file, checking its integrity.
+
+    ``check(header)`` runs after the header is read and before the payload is.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as fh:
+        header = _read_header(fh, path)
+        if check is not None:
+            check(header)
+        if not want_payload:
+            return header, None
+        size = header["payload_bytes"]
+        info = os.fstat(fh.fileno())
+        if stat.S_ISREG(info.st_mode):
+            left = info.st_size - fh.tell()
+            if left != size:
+                state = "truncated" if left < size else "corrupted"
+                raise ValueError(
+                    f"{path} is {state}: its payload has {left} bytes, the "
+                    f"header says {size}"
+                )
+        payload = _read_exactly(fh, size, path, "payload")
+        if fh.read(1):
+            raise ValueError(
+                f"{path} is corrupted: it goes on after the {size} bytes of "
+                "payload the header declares"
+            )
     if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
         raise ValueError(
             f"{path} is corrupted: the payload's SHA-256 digest does not match "
@@ -173,7 +295,7 @@ def _split(path):
 
 
 def read_header(path):
-    """Read a model file's header without unpickling anything.
+    """Read a model file's header, without reading its payload.
 
     Parameters
     ----------
@@ -183,35 +305,28 @@ def read_header(path):
     Returns
     -------
     dict
-        The header (see the module description): class, format and library
-        versions, payload size and digest.
+        The header (see the module description): class, encoding, the model
+        tree, metadata, format and library versions, payload size and digest.
 
     Raises
     ------
     ValueError
         If the file is not an fdaimpute model, has another format version,
-        or is truncated or corrupted.
+        or its header is truncated or corrupted.
     """
-    return _split(path)[0]
+    return _read(path, want_payload=False)[0]
 
 
-def _resolve(class_path):
-    module, _, name = class_path.rpartition(".")
-    try:
-        obj = importlib.import_module(module)
-        for part in name.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError, ValueError):
-        return None
-    return obj if isinstance(obj, type) else None
+def _stored_class(header):
+    """The class a header names, when it is one of fdaimpute's (else None)."""
+    from fdaimpute._model_tree import CLASSES, resolve
+
+    name = header["class"]
+    return resolve(name)[0] if name in CLASSES else None
 
 
-def load(path, cls=None):
+def load(path, cls=None, *, allow_pickle=False):
     """Read an imputer written by :func:`save`.
-
-    .. warning::
-       This unpickles the file's payload, which can run arbitrary code:
-       load only files you trust.
 
     Parameters
     ----------
@@ -220,6 +335,10 @@ def load(path, cls=None):
     cls : type, default=None
         Required class: the file must hold an instance of it (or of a
         subclass). ``None`` accepts any fdaimpute imputer.
+    allow_pickle : bool, default=False
+        Also load a file that ``save(..., allow_pickle=True)`` had to
+        pickle. **Unpickling can run any code**: pass it only for a file
+        you trust. Files of data load either way.
 
     Returns
     -------
@@ -232,31 +351,69 @@ def load(path, cls=None):
     ------
     ValueError
         If the file is not an fdaimpute model, has another format version,
-        or is truncated or corrupted.
+        is truncated or corrupted, or holds a pickle and ``allow_pickle``
+        is False.
     TypeError
         If the file holds an instance of another class than ``cls``.
     """
     from fdaimpute.base import BaseImputer
 
     want = BaseImputer if cls is None else cls
-    header, payload = _split(path)
-    stored = _resolve(header["class"])
-    if stored is not None and not issubclass(stored, want):
-        raise TypeError(
-            f"{os.fspath(path)} holds a {stored.__name__}, not a {want.__name__}"
-        )
+    shown = os.fspath(path)
+
+    def check(header):
+        stored = _stored_class(header)
+        if header["encoding"] == "pickle" and not allow_pickle:
+            raise ValueError(
+                f"{shown} holds a pickled {header['class']} (saved with "
+                "allow_pickle=True). Unpickling can run any code, so it is "
+                "loaded only with load(path, allow_pickle=True), or --trust-model "
+                "on the command line: do that only if you trust where the file "
+                "came from"
+            )
+        if header["encoding"] == "data" and stored is None:
+            raise ValueError(
+                f"{shown} is corrupted: {header['class']!r} is not one of "
+                "fdaimpute's imputers"
+            )
+        if stored is not None and not issubclass(stored, want):
+            raise TypeError(f"{shown} holds a {stored.__name__}, not a {want.__name__}")
+
+    header, payload = _read(path, check)
     written_by = header.get("fdaimpute")
     current = _versions()["fdaimpute"]
     if written_by != current:
         warnings.warn(
-            f"{os.fspath(path)} was written by fdaimpute {written_by}, this is "
+            f"{shown} was written by fdaimpute {written_by}, this is "
             f"{current}; the loaded model may behave differently",
             UserWarning,
             stacklevel=3,
         )
-    obj = pickle.loads(payload)
+    obj = _decode(header, payload, shown) if header["encoding"] == "data" else None
+    if obj is None:
+        obj = pickle.loads(payload)
     if not isinstance(obj, want):
-        raise TypeError(
-            f"{os.fspath(path)} holds a {type(obj).__name__}, not a {want.__name__}"
+        raise TypeError(f"{shown} holds a {type(obj).__name__}, not a {want.__name__}")
+    return obj
+
+
+def _decode(header, payload, shown):
+    from safetensors import SafetensorError
+    from safetensors.numpy import load as load_arrays
+
+    from fdaimpute._model_tree import from_tree
+
+    try:
+        arrays = load_arrays(payload)
+    except (SafetensorError, ValueError, TypeError) as exc:
+        raise ValueError(f"{shown} is corrupted: unreadable arrays ({exc})") from None
+    try:
+        obj = from_tree(header["model"], arrays)
+    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as exc:
+        raise ValueError(f"{shown} is corrupted: {exc}") from None
+    if type(obj).__name__ != header["class"]:
+        raise ValueError(
+            f"{shown} is corrupted: its header says {header['class']}, its model "
+            f"is a {type(obj).__name__}"
         )
     return obj

@@ -42,12 +42,14 @@ def test_impute_wide_keeps_ids_in_input_order(long_csv, tmp_path, capsys):
     )
     assert code == 0
     curves = pd.read_csv(out)
-    assert_array_equal(curves["id"], pd.unique(df["subject"]))
+    # the wide output names its id column like the input's
+    assert curves.columns[0] == "subject"
+    assert_array_equal(curves["subject"], pd.unique(df["subject"]))
     assert curves.shape == (len(pd.unique(df["subject"])), 12)
-    assert np.isfinite(curves.drop(columns="id").to_numpy()).all()
+    assert np.isfinite(curves.drop(columns="subject").to_numpy()).all()
     data = fi.IrregularData.from_long(df, id="subject", time="age", value="bmi")
     expected = fi.KernelImputer(grid=np.linspace(0, 1, 11)).fit(data).transform(data)
-    assert_allclose(curves.drop(columns="id").to_numpy(), expected)
+    assert_allclose(curves.drop(columns="subject").to_numpy(), expected)
     assert "Imputed" in capsys.readouterr().err
 
 
@@ -136,7 +138,7 @@ def _expected(df, est, **read):
 
 
 def _wide(path):
-    return pd.read_csv(path).drop(columns="id").to_numpy()
+    return pd.read_csv(path).iloc[:, 1:].to_numpy()
 
 
 def test_duplicates_error_names_the_flag_that_averages_them(long_csv, tmp_path):
@@ -149,7 +151,7 @@ def test_duplicates_error_names_the_flag_that_averages_them(long_csv, tmp_path):
     with pytest.raises(SystemExit, match="rerun with --duplicates average") as err:
         main(args)
     assert "duplicates='average'" not in str(err.value)
-    assert main([*args, "--duplicates", "average"]) == 0
+    assert main([*args, "--duplicates", "average"]) == 0  # nothing written before
     grid = np.linspace(0, 1, 11)
     expected = _expected(dup, fi.KernelImputer(grid=grid), duplicates="average")
     assert_allclose(_wide(out), expected)
@@ -204,7 +206,7 @@ def test_params_from_flags_and_file(long_csv, tmp_path):
     settings = tmp_path / "settings.json"
     settings.write_text('{"bandwidth": 0.05, "kernel": "epanechnikov"}')
     # --param overrides the file.
-    main([*args, "--params-file", str(settings), "--param", "bandwidth=0.2"])
+    main([*args, "--params-file", str(settings), "--param", "bandwidth=0.2", "--force"])
     est = fi.KernelImputer(grid=grid, bandwidth=0.2, kernel="epanechnikov")
     assert_allclose(_wide(out), _expected(df, est))
 
@@ -294,7 +296,7 @@ def test_fit_then_impute_with_the_saved_model(method, long_csv, tmp_path, capsys
     est = load(model)
     data = fi.IrregularData.from_long(new, id="subject", time="age", value="bmi")
     assert_allclose(_wide(out), est.transform(data))
-    assert_array_equal(pd.read_csv(out)["id"], pd.unique(new["subject"]))
+    assert_array_equal(pd.read_csv(out)["subject"], pd.unique(new["subject"]))
     # the model's grid unless --grid says otherwise
     assert _wide(out).shape[1] == 11
     main(
@@ -307,7 +309,7 @@ def test_fit_then_impute_with_the_saved_model(method, long_csv, tmp_path, capsys
             str(out),
             "--grid",
             "0:1:5",
-            *NAMES[:6],
+            "--force",
         ]
     )
     assert _wide(out).shape[1] == 5
@@ -345,12 +347,10 @@ def test_bad_models_and_misused_flags_are_reported(long_csv, tmp_path):
     bad.write_bytes(bytes(blob))
     with pytest.raises(SystemExit, match="corrupted"):
         main([*impute, str(bad)])
-    other = good.read_bytes().replace(
-        b'"format_version": 1', b'"format_version": 99', 1
-    )
+    other = good.read_bytes().replace(b'"format_version": 2', b'"format_version": 9', 1)
     later = tmp_path / "later.fdai"
     later.write_bytes(other)
-    with pytest.raises(SystemExit, match="format version 99"):
+    with pytest.raises(SystemExit, match="format version 9"):
         main([*impute, str(later)])
     with pytest.raises(SystemExit, match="cannot load model .*No such file"):
         main([*impute, str(tmp_path / "missing.fdai")])
@@ -359,7 +359,7 @@ def test_bad_models_and_misused_flags_are_reported(long_csv, tmp_path):
     with pytest.raises(SystemExit, match="--epochs applies to vt and sand, not auto"):
         main(["fit", str(path), "--save", str(good), "--epochs", "3", *NAMES[:6]])
     with pytest.raises(SystemExit, match="column 'id'.*not in the table"):
-        main(["fit", str(path), "--save", str(good)])
+        main(["fit", str(path), "--save", str(tmp_path / "new.fdai")])
 
 
 def test_fit_refuses_methods_that_cannot_share_processes(
@@ -369,3 +369,282 @@ def test_fit_refuses_methods_that_cannot_share_processes(
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(SystemExit, match="auto does not train across processes"):
         main(["fit", str(path), "--save", str(tmp_path / "m.fdai"), *NAMES[:6]])
+
+
+# --------------------------------------------------------------------------- #
+# ids, output files, saved column names, messages in the command line's words
+
+
+def test_ids_that_read_as_one_number_stay_two_subjects(tmp_path):
+    sim = fi.simulate.sand_paper(n=222, n_obs="8-12", random_state=1)
+    df = sim.train.data.to_long()
+    n = df["id"].nunique()
+    # "007" and "7", "009" and "9", ...: equal as numbers, two subjects as text
+    labels = {i: f"{i // 2:03d}" if i % 2 else str(i // 2) for i in range(n)}
+    df["id"] = df["id"].map(labels)
+    path = tmp_path / "ids.csv"
+    df.to_csv(path, index=False)
+    out = tmp_path / "out.csv"
+    main(["impute", str(path), "-o", str(out), "--method", "kernel"])
+    got = pd.read_csv(out, dtype={"id": str})
+    assert len(got) == n
+    assert got["id"].tolist() == list(pd.unique(df["id"]))
+    assert {"007", "7"} <= set(got["id"])
+
+
+def test_existing_outputs_need_force_and_inputs_are_never_outputs(long_csv, tmp_path):
+    path, _ = long_csv
+    before = path.read_bytes()
+    out = tmp_path / "curves.csv"
+    out.write_text("keep me\n")
+    args = ["impute", str(path), "-o", str(out), *NAMES]
+    with pytest.raises(SystemExit, match="exists; pass --force"):
+        main(args)
+    assert out.read_text() == "keep me\n"
+    assert main([*args, "--force"]) == 0
+    assert out.read_text() != "keep me\n"
+    for flags in ([], ["--force"]):
+        with pytest.raises(SystemExit, match="also an input"):
+            main(["impute", str(path), "-o", str(path), *NAMES, *flags])
+        with pytest.raises(SystemExit, match="also an input"):
+            main(["fit", str(path), "--save", str(path), *NAMES, *flags])
+    assert path.read_bytes() == before
+    model = tmp_path / "model.fdai"
+    model.write_bytes(b"old")
+    fit = ["fit", str(path), "--save", str(model), *NAMES]
+    with pytest.raises(SystemExit, match="--save .* exists; pass --force"):
+        main(fit)
+    assert model.read_bytes() == b"old"
+    assert main([*fit, "--force"]) == 0
+    assert load(model).grid_.size == 101
+    # the model file is an input of impute --model
+    with pytest.raises(SystemExit, match="also an input"):
+        main(["impute", str(path), "--model", str(model), "-o", str(model)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "curves.csv",
+        "model.fdai",
+        "obs.csv",
+    ]
+
+
+def test_output_problems_are_found_before_reading_or_fitting(
+    long_csv, tmp_path, capsys, monkeypatch
+):
+    path, _ = long_csv
+    missing = tmp_path / "no" / "such" / "folder" / "curves.csv"
+    with pytest.raises(SystemExit, match="folder .* does not exist; create it"):
+        main(["impute", str(path), "-o", str(missing), *NAMES])
+    with pytest.raises(SystemExit, match="does not exist"):
+        main(["fit", str(path), "--save", str(missing), *NAMES])
+    with pytest.raises(SystemExit, match="is a folder"):
+        main(["impute", str(path), "-o", str(tmp_path), *NAMES])
+    assert "Read" not in capsys.readouterr().err
+    # a grid whose output could not fit: before fitting
+    out = tmp_path / "curves.csv"
+    with pytest.raises(SystemExit, match="--grid .* more than is available"):
+        main(
+            [
+                "impute",
+                str(path),
+                "-o",
+                str(out),
+                *NAMES,
+                "--grid",
+                "0:1:1000000000000000",
+            ]
+        )
+    with pytest.raises(SystemExit, match="--grid .* more than is available"):
+        main(["impute", str(path), "-o", str(out), *NAMES, "--grid", "1000000000000"])
+    import shutil
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(
+        "fdaimpute._cli_output.shutil.disk_usage",
+        lambda folder: usage._replace(free=1000),
+    )
+    with pytest.raises(SystemExit, match="would take at least .* free in"):
+        main(["impute", str(path), "-o", str(out), *NAMES])
+    assert "Fitted" not in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_output_is_written_a_block_at_a_time_and_atomically(
+    long_csv, tmp_path, monkeypatch
+):
+    from fdaimpute import _cli_output
+
+    path, df = long_csv
+    whole = tmp_path / "whole.csv"
+    main(["impute", str(path), "-o", str(whole), *NAMES, "--format", "long"])
+    real = _cli_output.subject_blocks
+    sizes = []
+
+    def small_blocks(offsets, width):
+        blocks = real(offsets, width, cells=7 * width)
+        sizes.extend(hi - lo for lo, hi in blocks)
+        return blocks
+
+    monkeypatch.setattr(_cli_output, "subject_blocks", small_blocks)
+    blocked = tmp_path / "blocked.csv"
+    main(["impute", str(path), "-o", str(blocked), *NAMES, "--format", "long"])
+    assert max(sizes) == 7 and len(sizes) == 8
+    assert blocked.read_bytes() == whole.read_bytes()
+    # a failure in the fourth block leaves the old file and no temporary file
+    calls = {"n": 0}
+    transform = fi.KernelImputer.transform
+
+    def failing(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise MemoryError
+        return transform(self, *args, **kwargs)
+
+    monkeypatch.setattr(fi.KernelImputer, "transform", failing)
+    with pytest.raises(SystemExit, match="ran out of memory .*nothing was written"):
+        main(["impute", str(path), "-o", str(blocked), *NAMES, "--force"])
+    assert blocked.read_bytes() == whole.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "blocked.csv",
+        "obs.csv",
+        "whole.csv",
+    ]
+
+
+def test_saved_model_remembers_the_column_names(long_csv, tmp_path):
+    path, df = long_csv
+    model = tmp_path / "model.fdai"
+    main(["fit", str(path), "--save", str(model), *NAMES])
+    out = tmp_path / "curves.csv"
+    # no --id/--time/--value: the model's
+    assert main(["impute", str(path), "--model", str(model), "-o", str(out)]) == 0
+    curves = pd.read_csv(out)
+    assert curves.columns[0] == "subject"
+    data = fi.IrregularData.from_long(df, id="subject", time="age", value="bmi")
+    assert_allclose(curves.iloc[:, 1:].to_numpy(), load(model).transform(data))
+    # flags still win
+    renamed = tmp_path / "renamed.csv"
+    df.rename(columns={"subject": "who"}).to_csv(renamed, index=False)
+    out2 = tmp_path / "curves2.csv"
+    main(
+        ["impute", str(renamed), "--model", str(model), "-o", str(out2), "--id", "who"]
+    )
+    assert pd.read_csv(out2).columns[0] == "who"
+
+
+def test_method_names_ignore_case_and_std_help_names_the_banded_methods(
+    long_csv, tmp_path, capsys
+):
+    path, df = long_csv
+    out = tmp_path / "curves.csv"
+    args = ["impute", str(path), "-o", str(out), *NAMES[:6], "--method", "KerNel"]
+    assert main(args) == 0
+    with pytest.raises(SystemExit):
+        main(["impute", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "pace, face, mfpca, cnp, vt and sand" in text
+    assert "WARNING: loading a pickle can run any code" in text
+
+
+@pytest.mark.parametrize(
+    "message, expected",
+    [
+        ("pass base=None to train alone", "pass --param base=null to train alone"),
+        (
+            "pass extrapolate=True, or extrapolate='clip' to hold it",
+            "rerun with --extrapolate, or --param extrapolate=clip to hold it",
+        ),
+        ("use binning='auto' or an integer", "use --param binning=auto or an integer"),
+        (
+            "KernelImputer does not estimate uncertainty; use PACEImputer",
+            "KernelImputer does not estimate uncertainty; use --method pace",
+        ),
+        ("MFPCAImputer: n_knots=3 is too small", "--param n_knots=3 is too small"),
+        ("(return_std=True is not supported)", "(--std is not supported)"),
+    ],
+)
+def test_library_advice_becomes_flags(message, expected):
+    from fdaimpute.cli import _cli_message
+
+    got = _cli_message(message)
+    if "does not estimate" in message:
+        expected = "kernel does not estimate uncertainty; use --method pace"
+    assert got == expected
+    assert "Imputer" not in got and "='" not in got
+
+
+class _OwnKernel(fi.KernelImputer):
+    """An imputer class the model format cannot hold: pickled when allowed."""
+
+
+def test_trust_model_is_needed_for_a_pickled_model(long_csv, tmp_path):
+    from fdaimpute import persistence
+
+    path, df = long_csv
+    data = fi.IrregularData.from_long(df, id="subject", time="age", value="bmi")
+    model = tmp_path / "own.fdai"
+    with pytest.warns(UserWarning, match="saved as a pickle"):
+        persistence.save(
+            _OwnKernel().fit(data),
+            model,
+            allow_pickle=True,
+            metadata={"id": "subject", "time": "age", "value": "bmi"},
+        )
+    out = tmp_path / "curves.csv"
+    args = ["impute", str(path), "--model", str(model), "-o", str(out)]
+    with pytest.raises(SystemExit, match="pickled .* --trust-model") as err:
+        main(args)
+    assert "load(path" not in str(err.value)
+    assert not out.exists()
+    assert main([*args, "--trust-model"]) == 0
+    assert_allclose(
+        pd.read_csv(out).iloc[:, 1:], _OwnKernel().fit(data).transform(data)
+    )
+
+
+def test_header_only_csv_is_reported(tmp_path):
+    path = tmp_path / "empty.csv"
+    path.write_text("id,time,value\n")
+    with pytest.raises(SystemExit, match="cannot read .* no observations"):
+        main(["impute", str(path), "-o", str(tmp_path / "out.csv")])
+
+
+def test_launcher_variables_without_peers_give_a_message(long_csv, tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    path, _ = long_csv
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(
+        os.environ,
+        WORLD_SIZE="2",
+        RANK="0",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        FDAIMPUTE_RENDEZVOUS_TIMEOUT="2",
+    )
+    cmd = [sys.executable, "-m", "fdaimpute.cli", "fit", str(path), "--method"]
+    cmd += ["sand", "--epochs", "1", "--save", str(tmp_path / "m.fdai"), *NAMES[:6]]
+    start = time.perf_counter()
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert time.perf_counter() - start < 60
+    assert run.returncode == 1
+    assert "no other process joined" in run.stderr
+    assert "unset it to fit in one process" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "m.fdai").exists()
+
+
+def test_launcher_variables_missing_a_rank_give_a_message(
+    long_csv, tmp_path, monkeypatch
+):
+    path, _ = long_csv
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("RANK", raising=False)
+    fit = ["fit", str(path), "--save", str(tmp_path / "m.fdai"), *NAMES[:6]]
+    with pytest.raises(SystemExit, match="cannot join the process group .*RANK"):
+        main([*fit, "--method", "vt", "--epochs", "1"])

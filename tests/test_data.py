@@ -53,6 +53,24 @@ def test_read_csv(tmp_path, small):
     assert IrregularData.read_csv(path) == small
 
 
+def test_read_csv_keeps_ids_as_the_text_in_the_file(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("id,time,value\n007,0.1,1.0\n7,0.2,2.0\n007,0.3,3.0\n7.0,0.4,4\n")
+    data = IrregularData.read_csv(path)
+    assert data.ids.tolist() == ["007", "7", "7.0"]
+    assert data.n_obs.tolist() == [2, 1, 1]
+    # numbers, when asked for
+    numeric = IrregularData.read_csv(path, dtype={"id": float})
+    assert numeric.ids.tolist() == [7.0]
+
+
+def test_read_csv_with_a_header_only_says_so(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("id,time,value\n")
+    with pytest.raises(ValueError, match="no observations"):
+        IrregularData.read_csv(path)
+
+
 @pytest.mark.parametrize(
     "key, expected",
     [
@@ -194,3 +212,21 @@ def test_constructor_checks_offsets_and_unique_ids():
 def test_to_dense_rejects_off_grid_time(small):
     with pytest.raises(ValueError, match=r"subject 'a'.*not on the grid"):
         small.to_dense(grid=[0.1, 0.2])
+
+
+@pytest.mark.parametrize("version, exact", [("2.2.3", True), ("3.1.1", False)])
+def test_csv_read_options_ask_for_exact_floats_before_pandas_3(version, exact):
+    from types import SimpleNamespace
+
+    from fdaimpute._csv import read_options
+
+    options = read_options(
+        {"sep": ";"}, "subject", SimpleNamespace(__version__=version)
+    )
+    assert options["dtype"] == {"subject": str}
+    assert options["sep"] == ";"
+    assert ("float_precision" in options) is exact
+    kept = read_options(
+        {"float_precision": "high"}, "id", SimpleNamespace(__version__=version)
+    )
+    assert kept.get("float_precision", "high") == "high"

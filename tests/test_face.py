@@ -157,15 +157,17 @@ def test_std_is_the_gaussian_conditional_sd_under_the_fitted_model(low_rank):
     face = FACEImputer(grid=sim.grid, n_basis=12, n_components=50)
     with pytest.warns(UserWarning, match="n_components=50"):
         face.fit(sim.train.data)
-    model = face._model
     subject = sim.test.data[:1]
     t = subject.times
-    cov = model.covariance_on(np.concatenate([sim.grid, t]))
+    # the fitted model in the data's units (all its components are used)
+    mean_at, phi = face._mean_and_basis(np.concatenate([sim.grid, t]))
+    assert phi.shape[1] == face._model.eigenvalues.size
+    cov = (phi * face.eigenvalues_) @ phi.T
     g = sim.grid.size
-    k_yy = cov[g:, g:] + model.noise_variance * np.eye(t.size)
+    k_yy = cov[g:, g:] + face.predictor_noise_variance_ * np.eye(t.size)
     k_gy = cov[:g, g:]
-    resid = subject.values - model.mean_at(t)
-    mean = model.mean_at(sim.grid) + k_gy @ np.linalg.solve(k_yy, resid)
+    resid = subject.values - mean_at[g:]
+    mean = mean_at[:g] + k_gy @ np.linalg.solve(k_yy, resid)
     var = np.diag(cov[:g, :g] - k_gy @ np.linalg.solve(k_yy, k_gy.T))
     curves, std = face.transform(subject, return_std=True)
     np.testing.assert_allclose(curves[0], mean, atol=1e-8)
@@ -247,7 +249,10 @@ def test_extrapolation_holds_eigenfunctions_and_continues_the_mean(low_rank):
     try:
         grid = np.array([1.0, 1.1, 1.3])
         curves, std = ahead.transform(sim.test.data[:3], grid=grid, return_std=True)
-        slope = ahead._model.mean_at(np.array([1.0]), derivative=1)[0]
+        # the model's mean slope at the end, in the data's units
+        lo, span, _, spread = ahead._scale
+        end = np.array([(1.0 - lo) / span])
+        slope = ahead._model.mean_at(end, derivative=1)[0] * spread / span
         step = np.tile(slope * np.diff(grid), (3, 1))
         np.testing.assert_allclose(np.diff(curves, axis=1), step)
         np.testing.assert_allclose(std[:, 1:], std[:, [0, 0]])

@@ -415,3 +415,120 @@ def test_range_tolerance_follows_the_unit_of_time():
             assert est.transform(near).shape == (1, 11)
         inside = [(np.array([0.5, 1.0 + 1e-12]) * scale, np.zeros(2))]
         assert est.transform(inside).shape == (1, 11)
+
+
+# --------------------------------------------------------------------------- #
+# numbers too large or too small to compute with: a message, not a traceback
+
+ALL_IMPUTERS = [
+    "KernelImputer",
+    "PACEImputer",
+    "FACEImputer",
+    "MFPCAImputer",
+    "MICEImputer",
+    "GAINImputer",
+    "VTImputer",
+    "SANDImputer",
+    "CNPImputer",
+]
+
+
+def _sim_data():
+    import fdaimpute as fi
+
+    return fi.simulate.sand_paper(n=40, n_obs="8-12", random_state=0).train.data
+
+
+@pytest.mark.parametrize("name", ALL_IMPUTERS)
+@pytest.mark.parametrize(
+    "times, values, message",
+    [
+        (
+            lambda t: 10.0 ** (-300 + 600 * t),
+            lambda y: y,
+            r"times reach 1e\+300.*/ 1e300",
+        ),
+        (lambda t: t, lambda y: y * 1e307, r"values reach .*e\+30[78].*/ 1e30"),
+        (lambda t: t * 1e-300, lambda y: y, r"times span only 1e-300.* \* 1e300"),
+        (lambda t: t, lambda y: y * 1e-300, r"values span only .*e-30.* \* 1e30"),
+    ],
+    ids=["times-1e-300-to-1e300", "values-1e307", "times-1e-300", "values-1e-300"],
+)
+def test_unusable_magnitudes_are_refused_with_the_fix(name, times, values, message):
+    import fdaimpute as fi
+
+    data = _sim_data()
+    bad = IrregularData(times(data.times), values(data.values), data.offsets)
+    with pytest.raises(ValueError, match=message):
+        getattr(fi, name)().fit(bad)
+
+
+def test_unusable_magnitudes_are_refused_at_transform():
+    data = _sim_data()
+    est = KernelImputer().fit(data)
+    with pytest.raises(ValueError, match="values reach"):
+        est.transform(data.with_values(data.values * 1e200))
+
+
+@pytest.mark.parametrize("cls", [MICEImputer, KernelImputer])
+def test_times_over_many_orders_of_magnitude_fit(cls):
+    # bins of the distinct times 1e-300 ... 1e99 keep every time in its own bin
+    data = _sim_data()
+    wide = IrregularData(10.0 ** (-300 + 399 * data.times), data.values, data.offsets)
+    out = (
+        cls(**({"max_iter": 2} if cls is MICEImputer else {})).fit(wide).transform(wide)
+    )
+    assert np.isfinite(out).all()
+
+
+# --------------------------------------------------------------------------- #
+# bounded memory: blocks of subjects, and outputs that cannot fit refused first
+
+
+def test_output_that_cannot_fit_is_refused_before_any_work(monkeypatch):
+    from fdaimpute import _blocks
+
+    data = _sim_data()
+    est = KernelImputer().fit(data)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("computed an output that cannot fit")
+
+    monkeypatch.setattr(_blocks, "available_memory", lambda: 10_000)
+    monkeypatch.setattr(est, "_transform_grid", forbidden)
+    monkeypatch.setattr(est, "_derivative_grid", forbidden)
+    monkeypatch.setattr(est, "_predict_ragged", forbidden)
+    with pytest.raises(ValueError, match=r"would need .* more than the .* available"):
+        est.transform(data)
+    with pytest.raises(ValueError, match=f"derivative of {len(data)} subjects"):
+        est.derivative(data)
+    with pytest.raises(ValueError, match="prediction"):
+        est.predict_at(data, np.linspace(0, 1, 500))
+
+
+@pytest.mark.parametrize("cls", [KernelImputer, PACEImputer, MICEImputer])
+def test_transform_in_blocks_of_subjects_matches_one_block(cls, monkeypatch):
+    from fdaimpute import base
+
+    data = _sim_data()
+    est = cls().fit(data)
+    whole = est.transform(data, return_std=cls is PACEImputer)
+    slope = est.derivative(data) if cls is not MICEImputer else None
+    seen = []
+    real = base.subject_blocks
+
+    def small(offsets, width):
+        blocks = real(offsets, width, cells=5 * width)
+        seen.append(max(hi - lo for lo, hi in blocks))
+        return blocks
+
+    monkeypatch.setattr(base, "subject_blocks", small)
+    blocked = est.transform(data, return_std=cls is PACEImputer)
+    assert seen and max(seen) == 5
+    for got, expected in zip(
+        blocked if cls is PACEImputer else [blocked],
+        whole if cls is PACEImputer else [whole],
+    ):
+        assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    if slope is not None:
+        assert_allclose(est.derivative(data), slope, rtol=1e-12, atol=1e-12)

@@ -224,21 +224,24 @@ def test_one_row_per_subject_in_order(rank_two):
 
 def test_std_is_the_gaussian_conditional_sd_under_the_fitted_model(rank_two):
     sim, model = rank_two
-    fitted = model._model
     subject = sim.test.data[:1]
     t = subject.times
-    cov = fitted.covariance_on(np.concatenate([sim.grid, t]))
+    # the fitted model in the data's units
+    mean_at, phi = model._mean_and_basis(np.concatenate([sim.grid, t]))
+    assert phi.shape[1] == model._model.eigenvalues.size
+    cov = (phi * model.eigenvalues_) @ phi.T
     g = sim.grid.size
-    k_yy = cov[g:, g:] + fitted.noise_variance * np.eye(t.size)
+    k_yy = cov[g:, g:] + model.predictor_noise_variance_ * np.eye(t.size)
     k_gy = cov[:g, g:]
-    resid = subject.values - fitted.mean_at(t)
-    mean = fitted.mean_at(sim.grid) + k_gy @ np.linalg.solve(k_yy, resid)
+    resid = subject.values - mean_at[g:]
+    mean = mean_at[:g] + k_gy @ np.linalg.solve(k_yy, resid)
     var = np.diag(cov[:g, :g] - k_gy @ np.linalg.solve(k_yy, k_gy.T))
     curves, std = model.transform(subject, return_std=True)
     np.testing.assert_allclose(curves[0], mean, atol=1e-8)
     # plus the model's own error weighed on held-out refits (no component is
     # left out of a reduced-rank fit)
-    np.testing.assert_allclose(std[0] ** 2, var + fitted.band_misfit, atol=1e-8)
+    misfit = model._model.band_misfit * model._scale[3] ** 2
+    np.testing.assert_allclose(std[0] ** 2, var + misfit, atol=1e-8)
 
 
 def test_derivative_and_predict_at(rank_two):

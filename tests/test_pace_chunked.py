@@ -3,6 +3,7 @@
 import copy
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import fdaimpute as fi
@@ -214,10 +215,51 @@ def test_csv_chunks_keep_subjects_whole(data, tmp_path):
     assert all(c.times.size < 97 + 10 for c in chunks)
     joined = IrregularData.concat(chunks)
     order = np.argsort(data.ids)
-    assert joined == data[order]
+    # the file's ids are numbers sorted as numbers, read back as their text
+    expected = data[order]
+    expected = IrregularData(
+        expected.times, expected.values, expected.offsets, ids=expected.ids.astype(str)
+    )
+    assert joined == expected
     whole = PACEImputer(random_state=0).fit(data[order])
     chunked = PACEImputer(random_state=0).fit_chunks(CSVChunks(path, chunksize=250))
     _assert_same(whole, chunked)
+
+
+def _ids_csv(path, ids):
+    times = np.arange(len(ids)) / len(ids)
+    frame = pd.DataFrame({"id": ids, "time": times, "value": 1.0})
+    path.write_text(frame.to_csv(index=False))
+
+
+def test_csv_chunks_keep_ids_as_text(tmp_path):
+    path = tmp_path / "obs.csv"
+    _ids_csv(path, ["007", "007", "7", "7", "8"])
+    chunks = list(CSVChunks(path, chunksize=2))
+    assert [c.ids.tolist() for c in chunks] == [["007"], ["7"], ["8"]]
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        ["1", "2", "9", "10", "11"],  # as numbers (DataFrame.sort_values)
+        ["1", "10", "11", "2", "9"],  # as text (sort -k1,1)
+        ["a", "b", "c", "c", "d"],
+    ],
+)
+def test_csv_chunks_accept_ids_sorted_as_text_or_numbers(tmp_path, ids):
+    path = tmp_path / "obs.csv"
+    _ids_csv(path, ids)
+    got = [i for c in CSVChunks(path, chunksize=2) for i in c.ids.tolist()]
+    assert got == list(dict.fromkeys(ids))
+
+
+def test_csv_chunks_refuse_an_order_that_changes_between_blocks(tmp_path):
+    path = tmp_path / "obs.csv"
+    # text order up to "2", then number order: "10" would come back
+    _ids_csv(path, ["1", "10", "2", "3", "10"])
+    with pytest.raises(ValueError, match="not sorted by subject id"):
+        list(CSVChunks(path, chunksize=2))
 
 
 def test_csv_chunks_refuse_unsorted_rows(data, tmp_path):

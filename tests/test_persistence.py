@@ -1,8 +1,13 @@
 """The model file format: save/load of every imputer and its failure modes."""
 
+import hashlib
+import io
 import json
 import os
 import pickle
+import struct
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,15 +25,36 @@ except ImportError:  # the neural imputers need torch
     torch = None
 
 needs_torch = pytest.mark.skipif(torch is None, reason="needs torch")
+
+
+def _roughness():
+    from fdaimpute.nn.regularizers import Roughness
+
+    return Roughness(0.01)
+
+
 FACTORIES = {
     "Kernel": lambda: fi.KernelImputer(),
     "PACE": lambda: fi.PACEImputer(random_state=0),
+    "PACE-fdapace": lambda: fi.PACEImputer(
+        fdapace_compat=True, bandwidth_cov="gcv", random_state=0
+    ),
+    "FACE": lambda: fi.FACEImputer(),
+    "mFPCA": lambda: fi.MFPCAImputer(),
     "MICE": lambda: fi.MICEImputer(n_bins=21, max_iter=2, random_state=0),
+    "GAIN": lambda: fi.GAINImputer(max_iter=20, random_state=0),
     "VT": lambda: fi.VTImputer(**TINY),
+    # the nested PACE base, a regularizer and the error model's weights
+    "VT+PACE": lambda: fi.VTImputer(
+        **dict(TINY, base="pace", regularizers=[_roughness()])
+    ),
+    "VT+Kernel": lambda: fi.VTImputer(**dict(TINY, base=fi.KernelImputer())),
     "SAND": lambda: fi.SANDImputer(**SAND_TINY),
     "CNP": lambda: fi.CNPImputer(**CNP_TINY),
+    # the chosen candidate nested inside
+    "Auto": lambda: fi.AutoImputer(n_folds=1, random_state=0),
 }
-NEURAL = ("VT", "SAND", "CNP")
+NEURAL = ("GAIN", "VT", "VT+PACE", "VT+Kernel", "SAND", "CNP")
 NAMES = [
     pytest.param(name, marks=needs_torch) if name in NEURAL else name
     for name in FACTORIES
@@ -72,9 +98,17 @@ def _outputs(est, data):
     return out
 
 
+def _params(est):
+    """Parameters, with an estimator parameter as its class and parameters."""
+    return {
+        k: (type(v), _params(v)) if hasattr(v, "get_params") else v
+        for k, v in est.get_params(deep=False).items()
+    }
+
+
 def _assert_same_model(a, b, data):
     assert type(a) is type(b)
-    assert a.get_params() == b.get_params()
+    assert _params(a) == _params(b)
     assert_array_equal(a.grid_, b.grid_)
     expected, got = _outputs(a, data), _outputs(b, data)
     assert expected.keys() == got.keys()
@@ -92,7 +126,9 @@ def test_save_load_gives_bit_identical_outputs(fitted, sim, tmp_path, name):
     # the base class loads any imputer
     _assert_same_model(est, fi.BaseImputer.load(path), sim.test.data)
     header = read_header(path)
-    assert header["class"] == f"{type(est).__module__}.{type(est).__name__}"
+    assert header["class"] == type(est).__name__
+    assert header["encoding"] == "data"
+    assert header["model"]["class"] == type(est).__name__
     assert header["format_version"] == FORMAT_VERSION
     assert header["fitted"] is True
     assert header["fdaimpute"] == fi.__version__
@@ -114,32 +150,22 @@ def test_unfitted_estimator_saves_and_loads_unfitted(tmp_path, name):
     assert read_header(path)["fitted"] is False
     loaded = type(est).load(path)
     assert type(loaded) is type(est)
-    assert loaded.get_params() == est.get_params()
+    assert _params(loaded) == _params(est)
     with pytest.raises(NotFittedError):
         loaded.transform([(np.array([0.1, 0.5]), np.array([1.0, 2.0]))])
 
 
-def test_load_refuses_another_class_before_unpickling(kernel_file, monkeypatch):
+def test_load_refuses_another_class_before_reading_the_payload(
+    kernel_file, monkeypatch
+):
     def forbidden(*args, **kwargs):
-        raise AssertionError("unpickled a file of the wrong class")
+        raise AssertionError("read the payload of a file of the wrong class")
 
+    monkeypatch.setattr(persistence.hashlib, "sha256", forbidden)
+    monkeypatch.setattr(persistence, "_decode", forbidden)
     monkeypatch.setattr(persistence.pickle, "loads", forbidden)
     with pytest.raises(TypeError, match="holds a KernelImputer, not a PACEImputer"):
         fi.PACEImputer.load(kernel_file)
-
-
-def test_load_refuses_another_class_after_unpickling(kernel_file, tmp_path):
-    # A header naming an unknown class cannot be checked up front: the class
-    # of the unpickled object still is.
-    blob = kernel_file.read_bytes()
-    head_end = blob.index(b"\n", len(MAGIC))
-    header = json.loads(blob[len(MAGIC) : head_end])
-    header["class"] = "somewhere.Else"
-    path = tmp_path / "renamed.fdaimpute"
-    path.write_bytes(MAGIC + json.dumps(header).encode() + b"\n" + blob[head_end + 1 :])
-    with pytest.raises(TypeError, match="not a MICEImputer"):
-        fi.MICEImputer.load(path)
-    assert isinstance(fi.KernelImputer.load(path), fi.KernelImputer)
 
 
 def test_wrong_magic_is_not_a_model(fitted, tmp_path):
@@ -155,18 +181,43 @@ def test_wrong_magic_is_not_a_model(fitted, tmp_path):
         fi.BaseImputer.load(text)
 
 
+def _split_file(blob):
+    """``(header, payload)`` of a model file's bytes."""
+    start = len(MAGIC) + 8
+    (length,) = struct.unpack("<Q", blob[len(MAGIC) : start])
+    return json.loads(blob[start : start + length]), blob[start + length :]
+
+
+def _join_file(header, payload):
+    head = json.dumps(header).encode()
+    return MAGIC + struct.pack("<Q", len(head)) + head + payload
+
+
 def _with_header(blob, **changes):
-    head_end = blob.index(b"\n", len(MAGIC))
-    header = json.loads(blob[len(MAGIC) : head_end])
+    header, payload = _split_file(blob)
     header.update(changes)
-    return MAGIC + json.dumps(header).encode() + b"\n" + blob[head_end + 1 :]
+    return _join_file(header, payload)
+
+
+def _payload_start(blob):
+    (length,) = struct.unpack("<Q", blob[len(MAGIC) : len(MAGIC) + 8])
+    return len(MAGIC) + 8 + length
 
 
 def test_other_format_version_is_refused(kernel_file, tmp_path):
     path = tmp_path / "future.fdaimpute"
-    path.write_bytes(_with_header(kernel_file.read_bytes(), format_version=2))
-    msg = f"format version 2 .* reads version {FORMAT_VERSION} only"
+    path.write_bytes(_with_header(kernel_file.read_bytes(), format_version=3))
+    msg = f"format version 3 .* reads version {FORMAT_VERSION} only"
     with pytest.raises(ValueError, match=msg):
+        fi.KernelImputer.load(path)
+
+
+def test_file_of_the_earlier_pickle_format_is_refused(fitted, tmp_path):
+    payload = pickle.dumps(fitted("Kernel"))
+    header = {"format_version": 1, "class": "fdaimpute.kernel.KernelImputer"}
+    path = tmp_path / "v1.fdaimpute"
+    path.write_bytes(MAGIC + json.dumps(header).encode() + b"\n" + payload)
+    with pytest.raises(ValueError, match="earlier fdaimpute .* refit the model"):
         fi.KernelImputer.load(path)
 
 
@@ -178,14 +229,15 @@ def test_other_fdaimpute_version_warns(kernel_file, tmp_path, sim, fitted):
     _assert_same_model(fitted("Kernel"), loaded, sim.test.data)
 
 
-@pytest.mark.parametrize("where", ["magic", "header", "payload", "last byte"])
+@pytest.mark.parametrize("where", ["magic", "length", "header", "payload", "last byte"])
 def test_truncated_file_is_reported(kernel_file, tmp_path, where):
     blob = kernel_file.read_bytes()
-    head_end = blob.index(b"\n", len(MAGIC))
+    start = _payload_start(blob)
     cut = {
         "magic": 5,
+        "length": len(MAGIC) + 3,
         "header": len(MAGIC) + 20,
-        "payload": head_end + 1 + (len(blob) - head_end) // 2,
+        "payload": start + (len(blob) - start) // 2,
         "last byte": len(blob) - 1,
     }[where]
     path = tmp_path / "cut.fdaimpute"
@@ -204,7 +256,7 @@ def test_empty_file_is_truncated(tmp_path):
 @pytest.mark.parametrize("offset", [0, 100, -1])
 def test_flipped_payload_byte_is_reported(kernel_file, tmp_path, offset):
     blob = bytearray(kernel_file.read_bytes())
-    start = blob.index(b"\n", len(MAGIC)) + 1
+    start = _payload_start(blob)
     pos = start + offset if offset >= 0 else len(blob) + offset
     blob[pos] ^= 0x01
     path = tmp_path / "flipped.fdaimpute"
@@ -215,13 +267,10 @@ def test_flipped_payload_byte_is_reported(kernel_file, tmp_path, offset):
 
 def test_damaged_header_is_reported(kernel_file, tmp_path):
     blob = bytearray(kernel_file.read_bytes())
-    blob[len(MAGIC)] = ord("[")  # the JSON object no longer parses
+    blob[len(MAGIC) + 8] = ord("[")  # the JSON object no longer parses
     path = tmp_path / "bad-header.fdaimpute"
     path.write_bytes(bytes(blob))
     with pytest.raises(ValueError, match="corrupted: unreadable header"):
-        fi.KernelImputer.load(path)
-    path.write_bytes(MAGIC + b"x" * 70_000)  # no end of header at all
-    with pytest.raises(ValueError, match="no complete header"):
         fi.KernelImputer.load(path)
 
 
@@ -246,9 +295,25 @@ def test_failed_save_leaves_the_old_file(fitted, kernel_file, tmp_path, monkeypa
     assert os.listdir(tmp_path) == ["model.fdaimpute"]
 
 
+def test_save_without_overwrite_keeps_an_existing_file(fitted, kernel_file, tmp_path):
+    path = tmp_path / "model.fdaimpute"
+    path.write_bytes(b"precious")
+    with pytest.raises(FileExistsError, match="exists"):
+        persistence.save(fitted("Kernel"), path, overwrite=False)
+    assert path.read_bytes() == b"precious"
+    assert os.listdir(tmp_path) == ["model.fdaimpute"]
+
+
 def test_save_refuses_other_objects(tmp_path):
     with pytest.raises(TypeError, match="only fdaimpute imputers"):
         persistence.save({"not": "an imputer"}, tmp_path / "x.fdaimpute")
+
+
+def test_metadata_is_kept_in_the_header(fitted, tmp_path):
+    path = tmp_path / "meta.fdaimpute"
+    columns = {"id": "subject", "time": "age", "value": "height"}
+    persistence.save(fitted("Kernel"), path, metadata=columns)
+    assert read_header(path)["metadata"] == columns
 
 
 @needs_torch
@@ -268,3 +333,290 @@ def test_neural_model_for_missing_device_loads_on_cpu(fitted, sim, tmp_path):
         loaded = fi.VTImputer.load(path)
     assert loaded.device_.type == "cpu"
     assert_array_equal(loaded.transform(sim.test.data), expected)
+
+
+# --------------------------------------------------------------------------- #
+# a model file cannot run code
+
+
+class _Sentinel:
+    """Unpickling it creates the file ``path``: what an attacker's pickle does."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (Path.write_text, (Path(self.path), "ran"))
+
+
+def test_crafted_pickle_payload_runs_nothing(kernel_file, tmp_path):
+    sentinel = tmp_path / "sentinel"
+    evil = pickle.dumps(_Sentinel(sentinel))
+    digest = hashlib.sha256(evil).hexdigest()
+    header, _ = _split_file(kernel_file.read_bytes())
+    files = {
+        # the layout of today's files, with a pickle for the arrays
+        "data": _join_file(
+            dict(header, payload_bytes=len(evil), payload_sha256=digest), evil
+        ),
+        # a file saying it is a pickle
+        "pickle": _join_file(
+            dict(
+                header,
+                encoding="pickle",
+                payload_bytes=len(evil),
+                payload_sha256=digest,
+            ),
+            evil,
+        ),
+    }
+    for name, blob in files.items():
+        path = tmp_path / f"{name}.fdaimpute"
+        path.write_bytes(blob)
+        with pytest.raises(ValueError):
+            fi.BaseImputer.load(path)
+        assert not sentinel.exists(), name
+    with pytest.raises(ValueError, match="allow_pickle=True"):
+        fi.BaseImputer.load(tmp_path / "pickle.fdaimpute")
+    # the explicit opt-in does unpickle (and the wrong class is still caught)
+    with pytest.raises(TypeError, match="holds a int"):
+        fi.BaseImputer.load(tmp_path / "pickle.fdaimpute", allow_pickle=True)
+    assert sentinel.exists()
+
+
+def _v1_file(class_path, payload):
+    """A file in the layout of the earlier format: a header line, then a pickle."""
+    header = {
+        "format_version": 1,
+        "class": class_path,
+        "fitted": True,
+        "fdaimpute": fi.__version__,
+        "payload_bytes": len(payload),
+        "payload_sha256": hashlib.sha256(payload).hexdigest(),
+    }
+    return MAGIC + json.dumps(header).encode() + b"\n" + payload
+
+
+def test_pickle_in_the_earlier_layout_runs_nothing(tmp_path):
+    sentinel = tmp_path / "sentinel"
+    path = tmp_path / "v1.fdaimpute"
+    path.write_bytes(
+        _v1_file("fdaimpute.kernel.KernelImputer", pickle.dumps(_Sentinel(sentinel)))
+    )
+    for allow_pickle in (False, True):
+        with pytest.raises(ValueError, match="earlier fdaimpute"):
+            fi.BaseImputer.load(path, allow_pickle=allow_pickle)
+    assert not sentinel.exists()
+
+
+def test_module_named_in_the_earlier_layout_is_not_imported(tmp_path, monkeypatch):
+    sentinel = tmp_path / "sentinel"
+    (tmp_path / "evilmod1.py").write_text(
+        f"open({str(sentinel)!r}, 'w').write('ran')\nclass Thing:\n    pass\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "v1.fdaimpute"
+    path.write_bytes(_v1_file("evilmod1.Thing", pickle.dumps(None)))
+    with pytest.raises((ValueError, TypeError)):
+        fi.KernelImputer.load(path)
+    assert not sentinel.exists()
+    assert "evilmod1" not in sys.modules
+
+
+@pytest.mark.parametrize("where", ["top", "nested"])
+def test_header_naming_a_module_imports_nothing(
+    kernel_file, tmp_path, monkeypatch, where
+):
+    sentinel = tmp_path / "sentinel"
+    (tmp_path / "evilmod.py").write_text(
+        f"open({str(sentinel)!r}, 'w').write('ran')\nclass Thing:\n    pass\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    header, payload = _split_file(kernel_file.read_bytes())
+    evil = {"$": "object", "class": "evilmod.Thing", "state": {}}
+    if where == "top":
+        header.update({"class": "evilmod.Thing", "model": evil})
+    elif where == "nested":
+        header["model"]["state"]["mean_"] = evil
+    path = tmp_path / "evil.fdaimpute"
+    path.write_bytes(_join_file(header, payload))
+    for allow_pickle in (False, True):
+        with pytest.raises(ValueError, match="evilmod.Thing"):
+            fi.BaseImputer.load(path, allow_pickle=allow_pickle)
+    assert not sentinel.exists()
+    assert "evilmod" not in sys.modules
+
+
+def _counting_open(monkeypatch, limit):
+    """Make persistence's ``open`` count the bytes read and fail past ``limit``."""
+    counted = {"bytes": 0}
+
+    class Counting(io.FileIO):
+        def read(self, size=-1):
+            if size is None or size < 0 or counted["bytes"] + size > limit:
+                raise AssertionError(f"read more than {limit} bytes")
+            out = super().read(size)
+            counted["bytes"] += len(out)
+            return out
+
+        readall = read
+
+    def fake_open(path, mode="r", *args, **kwargs):
+        assert mode == "rb"
+        return Counting(path, "r")
+
+    monkeypatch.setattr(persistence, "open", fake_open, raising=False)
+    return counted
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_dev_zero_is_refused_without_reading_it(monkeypatch):
+    counted = _counting_open(monkeypatch, limit=1 << 16)
+    with pytest.raises(ValueError, match="not an fdaimpute model file"):
+        fi.BaseImputer.load("/dev/zero")
+    assert counted["bytes"] <= len(MAGIC)
+
+
+@pytest.mark.parametrize("start", [b"junk", b"magic", b"header", b"payload"])
+def test_big_junk_file_is_refused_without_reading_it(tmp_path, monkeypatch, start):
+    path = tmp_path / "big.fdaimpute"
+    size = 3 << 30  # 3 GB, sparse: nothing is written but the first bytes
+    huge = {
+        "encoding": "data",
+        "class": "KernelImputer",
+        "format_version": 2,
+        "model": None,
+        "payload_bytes": size,
+        "payload_sha256": "0" * 64,
+    }
+    head = json.dumps(huge).encode()
+    first = {
+        b"junk": os.urandom(64),
+        b"magic": MAGIC + struct.pack("<Q", size),  # a header of 3 GB
+        b"header": MAGIC + struct.pack("<Q", 100) + b"{" + b" " * 40,
+        b"payload": MAGIC + struct.pack("<Q", len(head)) + head,  # a 3 GB payload
+    }[start]
+    with open(path, "wb") as fh:
+        fh.write(first)
+        fh.truncate(size)
+    counted = _counting_open(monkeypatch, limit=1 << 16)
+    with pytest.raises(ValueError, match="not an fdaimpute model|corrupted|truncated"):
+        fi.BaseImputer.load(path)
+    assert counted["bytes"] <= len(first) + 200
+
+
+# --------------------------------------------------------------------------- #
+# what the format cannot hold: refused at save time, or pickled when allowed
+
+
+@needs_torch
+def test_random_state_object_is_refused_with_advice(sim, tmp_path):
+    est = fi.PACEImputer(random_state=np.random.RandomState(0))
+    path = tmp_path / "rs.fdaimpute"
+    with pytest.raises(
+        TypeError,
+        match=r"random_state is a numpy RandomState.*"
+        r"integer seed",
+    ):
+        est.save(path)
+    assert not path.exists()
+
+
+@needs_torch
+def test_own_regularizer_needs_allow_pickle(sim, tmp_path):
+    from fdaimpute.nn.regularizers import Roughness
+
+    class MyRoughness(Roughness):
+        pass
+
+    est = fi.VTImputer(**dict(TINY, max_epochs=1, regularizers=[MyRoughness(0.1)]))
+    est.fit(sim.train.data)
+    path = tmp_path / "own.fdaimpute"
+    msg = r"regularizers\[0\] is a .*MyRoughness, not one of fdaimpute's built-in"
+    with pytest.raises(TypeError, match=msg) as info:
+        est.save(path)
+    assert "allow_pickle=True" in str(info.value)
+    assert not path.exists()
+    # the test module's class is picklable by reference
+    MyRoughness.__module__, MyRoughness.__qualname__ = __name__, "_MyRoughness"
+    globals()["_MyRoughness"] = MyRoughness
+    with pytest.warns(UserWarning, match="saved as a pickle"):
+        est.save(path, allow_pickle=True)
+    assert read_header(path)["encoding"] == "pickle"
+    with pytest.raises(ValueError, match="allow_pickle=True"):
+        fi.VTImputer.load(path)
+    loaded = fi.VTImputer.load(path, allow_pickle=True)
+    assert_array_equal(loaded.transform(sim.test.data), est.transform(sim.test.data))
+
+
+class _OwnKernel(fi.KernelImputer):
+    pass
+
+
+def test_subclass_of_an_imputer_needs_allow_pickle(sim, tmp_path):
+    est = _OwnKernel().fit(sim.train.data)
+    path = tmp_path / "sub.fdaimpute"
+    with pytest.raises(TypeError, match="subclass of an fdaimpute imputer"):
+        est.save(path)
+    with pytest.warns(UserWarning, match="saved as a pickle"):
+        est.save(path, allow_pickle=True)
+    assert read_header(path)["class"].endswith("_OwnKernel")
+    loaded = fi.KernelImputer.load(path, allow_pickle=True)
+    assert type(loaded) is _OwnKernel
+
+
+def test_tree_with_a_private_attribute_name_is_refused(kernel_file, tmp_path):
+    header, payload = _split_file(kernel_file.read_bytes())
+    header["model"]["state"]["__class__"] = "x"
+    path = tmp_path / "dunder.fdaimpute"
+    path.write_bytes(_join_file(header, payload))
+    with pytest.raises(ValueError, match="cannot have the attribute '__class__'"):
+        fi.KernelImputer.load(path)
+
+
+def test_header_and_model_of_different_classes_are_refused(fitted, tmp_path):
+    path = tmp_path / "pace.fdaimpute"
+    fitted("PACE").save(path)
+    header, payload = _split_file(path.read_bytes())
+    header["class"] = "KernelImputer"
+    path.write_bytes(_join_file(header, payload))
+    with pytest.raises(ValueError, match="header says KernelImputer"):
+        fi.BaseImputer.load(path)
+
+
+def test_model_tree_is_plain_json_with_class_names(fitted, tmp_path):
+    path = tmp_path / "pace.fdaimpute"
+    fitted("PACE").save(path)
+    tree = read_header(path)["model"]
+    names = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("$") == "object":
+                names.add(node["class"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(tree)
+    assert {"PACEImputer", "PACEModel", "MeanCurve", "DefaultNumerics"} <= names
+    assert not any("." in name for name in names)  # names, not module paths
+    assert tree["state"]["random_state"] == 0
+
+
+@needs_torch
+def test_config_asking_for_a_bigger_network_than_its_weights_is_refused(
+    fitted, tmp_path
+):
+    path = tmp_path / "vt.fdaimpute"
+    fitted("VT").save(path)
+    header, payload = _split_file(path.read_bytes())
+    config = header["model"]["state"]["module_config_"]["items"]["vt"]["items"]
+    config["d_model"] = 1 << 20  # a network of terabytes, with the tiny weights
+    path.write_bytes(_join_file(header, payload))
+    with pytest.raises(ValueError, match="do not fit the network"):
+        fi.VTImputer.load(path)

@@ -24,7 +24,7 @@ from pathlib import Path
 import _configs
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
@@ -34,8 +34,10 @@ pd = pytest.importorskip("pandas")
 
 from fdaimpute import (  # noqa: E402
     CNPImputer,
+    FACEImputer,
     IrregularData,
     KernelImputer,
+    MFPCAImputer,
     MICEImputer,
     PACEImputer,
     SANDImputer,
@@ -76,6 +78,13 @@ CLASSES = {
     # 15 equal-width bins: with one bin per distinct time (the default on
     # this lattice) a fit takes ~1 s; that path is covered by "MICE-distinct"
     "MICE": (MICEImputer, dict(n_bins=15, max_iter=3, random_state=0)),
+    "FACE": (FACEImputer, dict(n_basis=8, n_basis_mean=8)),
+    # a fixed rank and basis (their choice can flip on near ties) and a tight
+    # optimiser, so that the fit's own rounding stays below the tolerances
+    "mFPCA": (
+        MFPCAImputer,
+        dict(n_components=2, n_basis=6, n_basis_mean=6, tol=1e-13, max_iter=2000),
+    ),
     "VT": (VTImputer, NEURAL_TINY),
     "SAND": (SANDImputer, SAND_TINY),
     "CNP": (CNPImputer, CNP_TINY),
@@ -91,6 +100,8 @@ def make(name, **overrides):
 CLASSICAL = ("Kernel", "PACE", "MICE")
 NEURAL = ("VT", "SAND", "CNP")
 ALL = CLASSICAL + NEURAL
+# FACE and mFPCA: in the unit (scaling) properties
+SPLINE = ("FACE", "mFPCA")
 
 # The only errors an imputer may raise on valid IrregularData: a ValueError
 # saying why the data cannot be fitted. Anything else (IndexError,
@@ -470,8 +481,9 @@ def test_permuting_subjects_permutes_outputs(fitted, name):
 #
 # Values: Kernel (local-linear fits, criteria scale by c^2, the mean-curve
 # penalty scales with the data), PACE (mean, covariance and noise scale by
-# c and c^2, the CV error by c^2) and the neural imputers (values are
-# standardised before the network) are equivariant. MICE is not: the Bayesian
+# c and c^2, the CV error by c^2), FACE and mFPCA (both fit standardised
+# times and values) and the neural imputers (values are standardised before
+# the network) are equivariant. MICE is not: the Bayesian
 # ridge regressions of IterativeImputer have fixed Gamma hyper-priors
 # (1e-6), which act differently on data of different magnitude.
 # Times: every method depends on times only through their relative positions
@@ -482,12 +494,33 @@ SCALE_RTOL = {
     "Kernel": 1e-6,
     "PACE": 1e-6,
     "MICE": 1e-6,
+    "FACE": 1e-6,
+    "mFPCA": 1e-5,
     "VT": 1e-3,
     "SAND": 1e-3,
     "CNP": 1e-3,
 }
-SCALE_EXAMPLES = {"Kernel": 10, "PACE": 6, "MICE": 8, "VT": 2, "SAND": 2, "CNP": 2}
+SCALE_EXAMPLES = {
+    "Kernel": 10,
+    "PACE": 6,
+    "MICE": 8,
+    "FACE": 6,
+    "mFPCA": 6,
+    "VT": 2,
+    "SAND": 2,
+    "CNP": 2,
+}
 scale_factors = st.integers(-8, 8).filter(lambda e: e != 0).map(lambda e: 10.0**e)
+
+
+def _identified(name, data):
+    """Whether ``name``'s model is identified by ``data``.
+
+    mFPCA's six B-splines of rank two are not, from fewer distinct times
+    than that: its likelihood then has a ridge of maxima, and which one the
+    optimiser reaches moves with the rounding of the data.
+    """
+    return name != "mFPCA" or np.unique(data.times).size >= 2 * 6
 
 
 def _scale_inputs(name):
@@ -504,12 +537,15 @@ def _scale_inputs(name):
     )
 
 
-@pytest.mark.parametrize("name", by_name(("Kernel", "PACE", "VT", "SAND", "CNP")))
+@pytest.mark.parametrize(
+    "name", by_name(("Kernel", "PACE", "FACE", "mFPCA", "VT", "SAND", "CNP"))
+)
 def test_scaling_values_scales_curves(name):
     @given(drawn=_scale_inputs(name), c=scale_factors)
     @settings(max_examples=budget(SCALE_EXAMPLES[name]))
     def check(drawn, c):
         data = to_data(drawn)
+        assume(_identified(name, data))
         base = make(name).fit(data).transform(data)
         scaled = data.with_values(data.values * c)
         out = make(name).fit(scaled).transform(scaled)
@@ -522,12 +558,13 @@ def test_scaling_values_scales_curves(name):
 # pooled mean; PACE's mean absorbs b and the covariance ignores it; the
 # neural imputers subtract the mean; MICE's Bayesian ridge has an
 # intercept and its initial fill is the column mean).
-@pytest.mark.parametrize("name", by_name(ALL))
+@pytest.mark.parametrize("name", by_name(ALL + SPLINE))
 def test_shifting_values_shifts_curves(name):
     @given(drawn=_scale_inputs(name), b=st.sampled_from([-100.0, -1.0, 3.0, 1e3]))
     @settings(max_examples=budget(SCALE_EXAMPLES[name]))
     def check(drawn, b):
         data = to_data(drawn)
+        assume(_identified(name, data))
         base = make(name).fit(data).transform(data)
         shifted = data.with_values(data.values + b)
         out = make(name).fit(shifted).transform(shifted)
@@ -540,12 +577,13 @@ def test_shifting_values_shifts_curves(name):
 
 # On current code PACE's time-unit dependence (see the two unit_free tests
 # below) is found by the dev profile; the ci examples happen to pass.
-@pytest.mark.parametrize("name", by_name(ALL))
+@pytest.mark.parametrize("name", by_name(ALL + SPLINE))
 def test_scaling_times_keeps_curves(name):
     @given(drawn=_scale_inputs(name), c=scale_factors)
     @settings(max_examples=budget(SCALE_EXAMPLES[name]))
     def check(drawn, c):
         data = to_data(drawn)
+        assume(_identified(name, data))
         est = make(name).fit(data)
         base = est.transform(data)
         scaled = data.with_values(data.values, times=data.times * c)
@@ -686,3 +724,42 @@ def test_shared_fixture_is_not_mutated(fitted, train):
         assert_array_equal(fitted[name].transform(train), fresh.transform(train))
     for name in ALL:
         assert isinstance(fitted[name].transform(train[:2]), np.ndarray)
+
+
+# The units the issue found FACE and mFPCA sensitive to: times x 1e-12 (FACE
+# changed by 95 %) and values x 1e+-20 (mFPCA by ~100 %).
+@pytest.mark.parametrize(
+    "name, time_factor, value_factor",
+    [
+        ("FACE", 1e-12, 1.0),
+        ("FACE", 1e-8, 1.0),
+        ("FACE", 1.0, 1e20),
+        ("mFPCA", 1.0, 1e20),
+        ("mFPCA", 1.0, 1e-20),
+        ("mFPCA", 1e-12, 1.0),
+    ],
+)
+def test_spline_fpca_is_unit_free(name, time_factor, value_factor):
+    data = fixed_training_data(n=30, seed=1)
+    est = make(name).fit(data)
+    scaled = data.with_values(
+        data.values * value_factor, times=data.times * time_factor
+    )
+    other = make(name).fit(scaled)
+    # FACE on 30 subjects chooses lambda_cov by cross-validation, a bounded
+    # search that stops within 1e-3 of log10(lambda): rounding in the scaled
+    # data moves its end point within that, and the curves by ~1e-5
+    tol = 1e-4 if name == "FACE" else 1e-6
+    _close(other.transform(scaled) / value_factor, est.transform(data), tol)
+    _close(
+        other.derivative(scaled) * time_factor / value_factor,
+        est.derivative(data),
+        10 * tol,
+    )
+    _, std = est.transform(data, return_std=True)
+    _close(other.transform(scaled, return_std=True)[1] / value_factor, std, tol)
+    assert_allclose(
+        other.eigenvalues_ / (value_factor**2 * time_factor),
+        est.eigenvalues_,
+        rtol=tol,
+    )

@@ -1,6 +1,6 @@
 """Pickling a neural imputer: its networks travel as CPU weights.
 
-A pickle holds the estimator's attributes with ``module_`` and
+A pickle (or a model file) holds the estimator's attributes with ``module_`` and
 ``error_head_`` replaced by their weights on the CPU (and ``device_``
 dropped); loading rebuilds both networks from ``module_config_`` on the
 estimator's ``device`` (the CPU, with a warning, where that is missing).
@@ -86,6 +86,7 @@ class TorchStatePickling:
                 stacklevel=2,
             )
             device = resolve_device("cpu")
+        _check_shapes(lambda: self._build_module(self.module_config_), weights)
         module = self._build_module(self.module_config_)
         module.load_state_dict(weights)
         self._attach_base(module)
@@ -96,6 +97,32 @@ class TorchStatePickling:
             from fdaimpute.nn.uncertainty import ErrorVarianceHead
 
             n_features, width, head_weights = head
+            _check_shapes(lambda: ErrorVarianceHead(n_features, width), head_weights)
             error_head = ErrorVarianceHead(n_features, width)
             error_head.load_state_dict(head_weights)
             self.error_head_ = error_head.to(device).eval()
+
+
+def _check_shapes(build, weights):
+    """Raise ValueError unless ``weights`` fit the network ``build()`` makes.
+
+    The network is built on torch's meta device first (no memory), so a
+    configuration asking for a network larger than its stored weights is
+    refused before anything is allocated.
+    """
+    import torch
+
+    try:
+        with torch.device("meta"):
+            expected = {k: tuple(v.shape) for k, v in build().state_dict().items()}
+    except (NotImplementedError, RuntimeError):  # a module the meta device cannot build
+        return
+    got = {k: tuple(v.shape) for k, v in weights.items()}
+    if got != expected:
+        wrong = sorted(set(got) ^ set(expected)) or sorted(
+            k for k in got if got[k] != expected[k]
+        )
+        raise ValueError(
+            "the stored weights do not fit the network of the stored configuration "
+            f"(first differences: {wrong[:3]})"
+        )

@@ -1,0 +1,171 @@
+"""The command line's output files: checked before any work, written safely.
+
+:func:`check_target` refuses, before anything is read or fitted, an
+output that would replace a file (without ``--force``), overwrite an input,
+or go into a missing or read-only folder. :func:`write_curves` imputes and
+writes a block of subjects at a time into a temporary file beside the
+target, renamed into place at the end: a failure (a full disk, no memory)
+leaves no partial file, and the output is never held in memory whole.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+
+from fdaimpute._blocks import (
+    check_output_fits,
+    format_bytes,
+    subject_blocks,
+)
+from fdaimpute._files import atomic_write
+
+__all__ = ["check_room", "check_target", "write_curves"]
+
+# The fewest bytes a value takes in the CSV ("0.5,"): a lower bound of the
+# output's size, so that a refusal for want of disk space is never wrong.
+_MIN_BYTES_PER_VALUE = 4
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_target(path, flag, inputs, force):
+    """Exit with the reason if ``path`` cannot be written as ``flag``'s output.
+
+    Parameters
+    ----------
+    path : str
+        The output file.
+    flag : str
+        The option naming it (``-o``, ``--save``), for the messages.
+    inputs : list of str
+        Files the command reads: never overwritten, even with ``--force``.
+    force : bool
+        Whether an existing ``path`` may be replaced.
+    """
+    for name in inputs:
+        if name is not None and _same_file(path, name):
+            raise SystemExit(
+                f"{flag} {path} is also an input of this command; write the "
+                "output to another file"
+            )
+    if os.path.isdir(path):
+        raise SystemExit(f"{flag} {path} is a folder; give a file name")
+    if os.path.lexists(path) and not force:
+        raise SystemExit(f"{flag} {path} exists; pass --force to replace it")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise SystemExit(
+            f"cannot write {flag} {path}: the folder {folder} does not exist; "
+            "create it first"
+        )
+    if not os.access(folder, os.W_OK):
+        raise SystemExit(
+            f"cannot write {flag} {path}: the folder {folder} is read-only"
+        )
+
+
+def check_room(path, n_subjects, n_grid, n_arrays):
+    """Exit before any work if the output cannot fit on disk or one row in memory."""
+    try:
+        check_output_fits(1, n_grid, n_arrays, what="output grid")
+    except ValueError:
+        need = 8 * n_grid * n_arrays
+        raise SystemExit(
+            f"--grid: one subject's output of {n_grid:,} grid times needs "
+            f"{format_bytes(need)} of memory, more than is available; give a "
+            "coarser grid"
+        ) from None
+    least = _MIN_BYTES_PER_VALUE * n_subjects * n_grid * n_arrays
+    folder = os.path.dirname(os.path.abspath(path))
+    free = shutil.disk_usage(folder).free
+    if least > free:
+        raise SystemExit(
+            f"-o {path}: {n_subjects:,} subjects x {n_grid:,} grid times would take "
+            f"at least {format_bytes(least)}, more than the {format_bytes(free)} "
+            f"free in {folder}; give a coarser --grid or another folder"
+        )
+
+
+def _wide_frame(pd, ids, grid, curves, std, id_name):
+    names = [f"t={t:.10g}" for t in grid]
+    frame = pd.DataFrame(curves, columns=names)
+    if std is not None:
+        frame = pd.concat(
+            [frame, pd.DataFrame(std, columns=[f"std({n})" for n in names])], axis=1
+        )
+    frame.insert(0, id_name, ids)
+    return frame
+
+
+def _long_frame(pd, ids, grid, curves, std, names):
+    id_name, time_name, value_name = names
+    frame = pd.DataFrame(
+        {
+            id_name: np.repeat(ids, grid.size),
+            time_name: np.tile(grid, len(ids)),
+            value_name: curves.ravel(),
+        }
+    )
+    if std is not None:
+        std_name = "std" if "std" not in names else f"{value_name}_std"
+        frame[std_name] = std.ravel()
+    return frame
+
+
+def write_curves(path, data, grid, impute, layout, names, with_std, force):
+    """Impute ``data`` a block of subjects at a time and write the CSV.
+
+    Parameters
+    ----------
+    path : str
+        The output file, written through a temporary file beside it.
+    data : IrregularData
+        The subjects, written in their order with their ids.
+    grid : ndarray
+        Output times.
+    impute : callable
+        ``impute(part)`` returns the curves of the IrregularData ``part``
+        (and their standard deviations when ``with_std``).
+    layout : {"wide", "long"}
+        One row per subject, or per subject and grid time.
+    names : tuple of str
+        The input's id, time and value column names.
+    with_std : bool
+        Whether ``impute`` returns standard deviations too.
+    force : bool
+        Replace an existing file.
+    """
+    import pandas as pd
+
+    width = grid.size * (2 if with_std else 1)
+
+    def chunks():
+        for number, (lo, hi) in enumerate(subject_blocks(data.offsets, width)):
+            part = data.take(np.arange(lo, hi))
+            out = impute(part)
+            curves, std = out if with_std else (out, None)
+            if layout == "long":
+                frame = _long_frame(pd, part.ids, grid, curves, std, names)
+            else:
+                frame = _wide_frame(pd, part.ids, grid, curves, std, names[0])
+            yield frame.to_csv(None, index=False, header=number == 0).encode()
+
+    try:
+        atomic_write(path, chunks(), overwrite=force)
+    except FileExistsError:
+        raise SystemExit(f"-o {path} exists; pass --force to replace it") from None
+    except OSError as exc:
+        raise SystemExit(f"cannot write {path}: {exc}") from None
+    except MemoryError:
+        raise SystemExit(
+            f"ran out of memory while writing {path} (nothing was written); "
+            "give a coarser --grid"
+        ) from None
