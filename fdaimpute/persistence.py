@@ -234,12 +234,14 @@ def _read_header(fh, path):
             f"{MAGIC!r}); write models with the imputer's save()"
         )
     raw = _read_exactly(fh, _LENGTH.size, path, "header length")
-    if raw[:1] == b"{":
+    (length,) = _LENGTH.unpack(raw)
+    # the earlier format put a JSON line here: as a length, its text is far
+    # beyond any header (a length's first byte alone may well be "{")
+    if length > MAX_HEADER_BYTES and raw[:2] == b'{"':
         raise ValueError(
             f"{path} is in the model format of an earlier fdaimpute (a pickle), "
             f"which this one does not read: refit the model and save it again"
         )
-    (length,) = _LENGTH.unpack(raw)
     if length > MAX_HEADER_BYTES:
         raise ValueError(
             f"{path} is corrupted: its header would be {length} bytes, more than "

@@ -221,6 +221,23 @@ def test_file_of_the_earlier_pickle_format_is_refused(fitted, tmp_path):
         fi.KernelImputer.load(path)
 
 
+@pytest.mark.parametrize("first_byte", [ord("{"), ord("{") + 1])
+def test_header_length_starting_like_json_loads(fitted, sim, tmp_path, first_byte):
+    # the length field is little-endian: a header of 123 + 256 k bytes starts
+    # it with the byte "{", which must not be taken for the earlier format
+    est = fitted("Kernel")
+    path = tmp_path / "model.fdaimpute"
+    for pad in range(256):
+        persistence.save(est, path, metadata={"note": "x" * pad})
+        raw = path.read_bytes()[len(MAGIC) : len(MAGIC) + 8]
+        if raw[0] == first_byte:
+            break
+    else:
+        pytest.fail("no padding gave the wanted first byte of the length")
+    loaded = fi.KernelImputer.load(path)
+    assert_array_equal(loaded.transform(sim.test.data), est.transform(sim.test.data))
+
+
 def test_other_fdaimpute_version_warns(kernel_file, tmp_path, sim, fitted):
     path = tmp_path / "old.fdaimpute"
     path.write_bytes(_with_header(kernel_file.read_bytes(), fdaimpute="0.0.1"))
