@@ -100,7 +100,7 @@ class MultivariatePACEImputer(BaseImputer):
 
     Attributes
     ----------
-    variables_ : ndarray of str
+    variables_ : list of str
         The variables, in the order of the output's blocks.
     grid_ : ndarray of shape (n_grid,)
         The output grid.
@@ -267,7 +267,7 @@ class MultivariatePACEImputer(BaseImputer):
             check_times_in_range(grid, self.time_range_, extrapolate)
             self.grid_ = grid
             self.n_subjects_fit_ = len(data)
-            self.variables_ = np.asarray(data.variables, dtype=object)
+            self.variables_ = [str(v) for v in data.variables]
             with one_blas_thread():
                 self._fit(data)
         except BaseException:
@@ -490,7 +490,7 @@ class MultivariatePACEImputer(BaseImputer):
         out = self.transform(X, return_std=return_std, grid=grid)
         outs = out if return_std else (out,)
         shaped = tuple(
-            np.asarray(o).reshape(len(np.asarray(o)), self.variables_.size, -1)
+            np.asarray(o).reshape(len(np.asarray(o)), len(self.variables_), -1)
             for o in outs
         )
         return shaped if return_std else shaped[0]
@@ -509,7 +509,7 @@ class MultivariatePACEImputer(BaseImputer):
         with one_blas_thread():
             scores = self._scores(data)
         deriv = self._model.slopes(scores, inner)
-        deriv[:, np.tile(outside, self.variables_.size)] = 0.0
+        deriv[:, np.tile(outside, len(self.variables_))] = 0.0
         self._check_finite(deriv, data, "derivative")
         return self._wrap(deriv, data, grid)
 
