@@ -35,8 +35,8 @@ def shared():
     sim = fi.simulate.multivariate_gaussian(
         n=700, split=(0.8, 0.0, 0.2), random_state=0
     )
-    imp = MultivariatePACEImputer(random_state=0).fit(sim.train.data)
-    return sim, imp
+    imp = MultivariatePACEImputer(random_state=0, pace_params={"n_work_grid": 51})
+    return sim, imp.fit(sim.train.data)
 
 
 def test_one_variable_is_univariate_pace():
