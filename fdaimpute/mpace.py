@@ -16,6 +16,7 @@ from fdaimpute._pace.multivariate import (
     cross_moments,
     heldout_errors,
     joint_eigen,
+    refine,
     regrid,
     smooth_cross,
     variable_scales,
@@ -91,6 +92,12 @@ class MultivariatePACEImputer(BaseImputer):
         Put the variables on a comparable scale before the joint
         eigen-analysis (divide each by the root of its average variance);
         otherwise a variable with large values dominates the components.
+    refine_steps : int, default=3
+        With several variables, expectation-maximisation steps that refit
+        the components' loadings and the noise variances to all
+        observations at once, starting from the smoothed covariances (see
+        Notes). One variable is never refined (its model is univariate
+        PACE's).
     pace_params : dict, default=None
         Parameters of each variable's :class:`~fdaimpute.pace.PACEImputer`
         (not ``grid``, ``extrapolate``, ``keep_observed``, ``random_state``
@@ -121,11 +128,14 @@ class MultivariatePACEImputer(BaseImputer):
         Variances of the shared scores.
     fve_ : ndarray of shape (K,)
         Cumulative fraction of the joint variance explained.
+    n_knots_ : list of int
+        Each variable's knots in the refinement.
     cv_scores_ : ndarray or None
         With ``n_components="auto"`` and several variables: the held-out
         score of each ``K`` (``K - 1`` indexes it).
     noise_variance_ : ndarray of shape (p,)
-        Each variable's measurement-error variance.
+        Each variable's measurement-error variance (after refinement, its
+        refined value; otherwise its univariate fit's).
     mean_ : ndarray of shape (p * n_grid,)
         The variables' means on ``grid_``, variable-major.
 
@@ -137,6 +147,22 @@ class MultivariatePACEImputer(BaseImputer):
     Pipeline takes as features. ``curves.reshape(n_subjects, p, n_grid)``
     gives one slice per variable; with ``set_output(transform="pandas")``
     the columns are a ``(variable, time)`` MultiIndex.
+
+    *Refinement.* Smoothing each pair of variables' cross-products
+    separately leaves each block of the joint covariance with its own
+    error, and the predictor of a sparse variable leans on exactly these
+    blocks. After ``K`` is chosen, ``refine_steps`` steps of
+    expectation-maximisation (as in reduced-rank models of sparse curves,
+    James, Hastie & Sugar 2000) refit each variable's loadings on its work
+    grid and its noise variance by least squares in expectation over the
+    scores' conditional distribution, using every observation of every
+    variable together. The loadings are piecewise linear between knots
+    spaced by the variable's covariance bandwidth across the diagonal (its
+    univariate fit's resolution; ``n_knots_``). On the simulated process of
+    ``benchmarks/bench_multivariate.py`` (seed 0) three steps lowered the
+    error of the sparse variable from 1.89 to 1.21 times the oracle's and
+    of the dense ones from 1.24 and 1.32 to 1.07; with knots on the whole
+    work grid, steps after the first raised it again.
 
     *Noise.* The variables' measurement errors are taken to be independent
     of each other (and each homoscedastic, as in univariate PACE), so the
@@ -165,6 +191,7 @@ class MultivariatePACEImputer(BaseImputer):
             Options("auto"),
         ],
         "scale": [Boolean()],
+        "refine_steps": [Interval("int", 0)],
         "pace_params": [Instance(dict, "a dict of PACEImputer parameters"), None],
         "random_state": RANDOM_STATE,
     }
@@ -179,6 +206,7 @@ class MultivariatePACEImputer(BaseImputer):
         max_components=None,
         bandwidth_cross="auto",
         scale=True,
+        refine_steps=3,
         pace_params=None,
         random_state=None,
     ):
@@ -189,6 +217,7 @@ class MultivariatePACEImputer(BaseImputer):
         self.max_components = max_components
         self.bandwidth_cross = bandwidth_cross
         self.scale = scale
+        self.refine_steps = refine_steps
         self.pace_params = pace_params
         self.random_state = random_state
 
@@ -342,17 +371,23 @@ class MultivariatePACEImputer(BaseImputer):
             rng = check_random_state(self.random_state)
             self.cv_scores_ = heldout_errors(full, data, rng)
             k = int(np.argmin(self.cv_scores_)) + 1
-        self._model = replace(
+        model = replace(
             full,
             eigenvalues=values[:k].copy(),
             loadings=[x[:, :k].copy() for x in loads],
             rest_eigenvalues=values[k:].copy(),
             rest_loadings=[x[:, k:].copy() for x in loads],
         )
+        self.n_knots_ = [self._knots(u) for u in self.univariate_]
+        for _ in range(self.refine_steps if p > 1 else 0):
+            model = refine(model, data, self.n_knots_)
+        self._model = model
         self.n_components_ = k
         self.eigenvalues_ = self._model.eigenvalues
         self.fve_ = fve[:k].copy()
         self.noise_variance_ = np.array([u.noise_variance_ for u in self.univariate_])
+        if p > 1 and self.refine_steps:
+            self.noise_variance_ = self._model.noise_variance.copy()
         self.mean_ = self._model.grid_mean(self.grid_)
         return self
 
@@ -385,6 +420,14 @@ class MultivariatePACEImputer(BaseImputer):
                 self.cross_covariances_[(j, k)] = cov
                 self.bandwidth_cross_[(j, k)] = h
                 blocks[j][k], blocks[k][j] = cov, cov.T
+
+    @staticmethod
+    def _knots(pace):
+        """Knots of a variable's loadings in refinement: one per bandwidth across."""
+        h = pace.bandwidth_cov_
+        across = float(h[1]) if np.ndim(h) else float(h)
+        grid = pace.work_grid_
+        return int(np.clip(np.ceil((grid[-1] - grid[0]) / across) + 1, 4, grid.size))
 
     def _cross_bandwidth(self, j, k):
         """``(along, across)`` of the cross-covariance of variables ``j`` and ``k``."""

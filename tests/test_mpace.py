@@ -205,3 +205,21 @@ def test_bad_input_and_parameters_are_refused():
     )
     with pytest.raises(ValueError):
         MultivariatePACEImputer().fit(disjoint)
+
+
+def test_refinement_lowers_the_error_of_every_variable(shared):
+    sim, imp = shared
+    plain = MultivariatePACEImputer(
+        random_state=0, refine_steps=0, pace_params={"n_work_grid": 51}
+    ).fit(sim.train.data)
+    assert plain.n_components_ == imp.n_components_
+    truth = sim.test.truth
+    refined = imp.transform_3d(sim.test.data)
+    smoothed = plain.transform_3d(sim.test.data)
+    for j in range(3):
+        assert _mse(refined[:, j], truth[:, j]) < 0.95 * _mse(
+            smoothed[:, j], truth[:, j]
+        )
+    # the refined noise variances approach the truth
+    true = sim.process.noise_sd**2
+    assert np.all(np.abs(imp.noise_variance_ / true - 1) < 0.25)

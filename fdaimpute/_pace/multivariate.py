@@ -425,3 +425,90 @@ def heldout_errors(model_all, data, rng, *, max_subjects=3000, share=0.2):
             raw = np.mean(resid[variable == j] ** 2)
             scores.append(err[on].mean(axis=0) / max(raw, 1e-300))
     return np.mean(scores, axis=0)
+
+
+def refine(model, data, n_knots):
+    """One expectation-maximisation step of the loadings and noise variances.
+
+    With the scores' conditional moments ``E[xi_i]``, ``E[xi_i xi_i^T]``
+    under ``model`` (the E-step), each variable's loadings on its work grid
+    are the least-squares solution of ``y - mu_v(t) ~ b(t)^T L_v xi_i`` in
+    expectation (``b(t)`` the linear interpolation weights of ``t`` on
+    ``n_knots[v]`` equally spaced knots, the loadings piecewise linear
+    between them and then read on the work grid), and its noise variance
+    the expected mean squared residual;
+    the scores are then rotated to be uncorrelated, with the variances of
+    their second moments. The smoothed covariances give the start; the step
+    fits the loadings to all observations of all variables at once, which
+    the pairwise smoothing of cross-products does not.
+
+    Parameters
+    ----------
+    model : MultivariatePACEModel
+        The model to refine (its ``rest_*`` are kept as they are).
+    data : MultivariateIrregularData
+        The training subjects.
+    n_knots : list of int
+        Each variable's number of knots (at most its work grid's size).
+
+    Returns
+    -------
+    MultivariatePACEModel
+    """
+    from dataclasses import replace
+
+    mean, cov = model.scores(
+        data.times, data.values, data.variable, data.offsets, with_cov=True
+    )
+    n, k = mean.shape
+    second = cov + mean[:, :, None] * mean[:, None, :]
+    resid = model.residuals(data.times, data.values, data.variable)
+    subject = data.subject_index
+    loadings, noise = [], []
+    for j in range(model.n_variables):
+        on = np.flatnonzero(data.variable == j)
+        work = model.work_grids[j]
+        g = int(min(work.size, max(n_knots[j], 3)))
+        grid = np.linspace(work[0], work[-1], g)
+        pos = np.clip((data.times[on] - grid[0]) / (grid[1] - grid[0]), 0, g - 1)
+        left = np.minimum(np.floor(pos).astype(np.int64), g - 2)
+        index = np.stack([left, left + 1], axis=1)
+        weight = np.stack([left + 1 - pos, pos - left], axis=1)
+        who = subject[on]
+        moments = second[who].reshape(on.size, k * k)
+        gram = np.zeros((g * g, k * k))
+        cross = np.zeros((g, k))
+        for a in range(2):
+            spread = sp.csr_matrix(
+                (weight[:, a] * resid[on], (index[:, a], np.arange(on.size))),
+                shape=(g, on.size),
+            )
+            cross += spread @ mean[who]
+            for b in range(2):
+                cell = index[:, a] * g + index[:, b]
+                pair = sp.csr_matrix(
+                    (weight[:, a] * weight[:, b], (cell, np.arange(on.size))),
+                    shape=(g * g, on.size),
+                )
+                gram += pair @ moments
+        gram = gram.reshape(g, g, k, k).transpose(0, 2, 1, 3).reshape(g * k, g * k)
+        gram[np.diag_indices_from(gram)] += 1e-8 * np.trace(gram) / (g * k)
+        knots = np.linalg.solve(gram, cross.reshape(g * k)).reshape(g, k)
+        loads = np.stack([np.interp(work, grid, c) for c in knots.T], axis=1)
+        loadings.append(loads)
+        rows = spline_columns(work, loads, data.times[on])
+        fitted = np.einsum("ok,ok->o", rows, mean[who])
+        spread_var = np.einsum("ok,okl,ol->o", rows, cov[who], rows)
+        noise.append(np.mean((resid[on] - fitted) ** 2 + spread_var))
+    refined = replace(model, loadings=loadings, noise_variance=np.array(noise))
+    mean, cov = refined.scores(
+        data.times, data.values, data.variable, data.offsets, with_cov=True
+    )
+    values, vectors = np.linalg.eigh((mean.T @ mean + cov.sum(axis=0)) / n)
+    order = np.argsort(values)[::-1]
+    values, vectors = np.clip(values[order], 1e-300, None), vectors[:, order]
+    return replace(
+        refined,
+        eigenvalues=values,
+        loadings=[x @ vectors for x in loadings],
+    )
