@@ -61,7 +61,7 @@ def _refuse_multivariate(X):
         raise TypeError(
             "X holds several variables (a MultivariateIrregularData, or a long "
             "table with a 'variable' column); this imputer models one "
-            "variable: use fdaimpute.mpace.MultivariatePACEImputer, or pass "
+            "variable: use fdaimpute.MultivariatePACEImputer, or pass "
             "one variable (MultivariateIrregularData.variable_data)"
         )
 

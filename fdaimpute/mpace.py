@@ -51,7 +51,7 @@ class MultivariatePACEImputer(BaseImputer):
     """PACE for several functional variables, each observed at its own times.
 
     Every variable gets its univariate PACE fit (mean, covariance surface,
-    noise variance, bandwidths; :class:`~fdaimpute.pace.PACEImputer` with
+    noise variance, bandwidths; :class:`~fdaimpute.PACEImputer` with
     ``pace_params``). The cross-covariance of each pair of variables is
     smoothed from the raw cross-products of a subject's observations of the
     two, the variables are put on a comparable scale, and one eigen-analysis
@@ -69,7 +69,7 @@ class MultivariatePACEImputer(BaseImputer):
         over the training time range.
     extrapolate : {False, True, "clip"}, default=False
         Times outside the training range, as in
-        :class:`~fdaimpute.pace.PACEImputer`.
+        :class:`~fdaimpute.PACEImputer`.
     keep_observed : bool, default=False
         Put observed values back where a grid time equals one of the
         subject's observation times of that variable.
@@ -99,7 +99,7 @@ class MultivariatePACEImputer(BaseImputer):
         Notes). One variable is never refined (its model is univariate
         PACE's).
     pace_params : dict, default=None
-        Parameters of each variable's :class:`~fdaimpute.pace.PACEImputer`
+        Parameters of each variable's :class:`~fdaimpute.PACEImputer`
         (not ``grid``, ``extrapolate``, ``keep_observed``, ``random_state``
         or ``fdapace_compat=True``).
     random_state : int or None, default=None

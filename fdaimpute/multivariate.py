@@ -39,7 +39,7 @@ class MultivariateIrregularData:
     The container behaves like a sequence of subjects (``len``, indexing by
     integer arrays, slices and boolean masks), so it splits with
     scikit-learn's tools. Univariate imputers refuse it; use
-    :class:`~fdaimpute.mpace.MultivariatePACEImputer`.
+    :class:`~fdaimpute.MultivariatePACEImputer`.
 
     Parameters
     ----------

@@ -430,7 +430,7 @@ def multivariate_gaussian(
     -------
     MultivariateSimulation
         ``train``, ``validation`` and ``test`` (each with ``data``, a
-        :class:`~fdaimpute.multivariate.MultivariateIrregularData`, and
+        :class:`~fdaimpute.MultivariateIrregularData`, and
         ``truth`` of shape ``(n, p, n_grid)``), ``grid`` and ``process``.
 
     Examples
