@@ -54,7 +54,9 @@ def as_irregular(X):
 
 def _refuse_multivariate(X):
     """Raise for several variables, which univariate imputers would mix up."""
-    several = type(X).__name__ == "MultivariateIrregularData"
+    from fdaimpute.multivariate import MultivariateIrregularData
+
+    several = isinstance(X, MultivariateIrregularData)
     if not several and hasattr(X, "columns") and is_long_frame(X):
         several = "variable" in list(X.columns)
     if several:

@@ -594,8 +594,12 @@ class MultivariatePACEImputer(BaseImputer):
         if not self.keep_observed:
             return curves, std
         t = data.times
-        col = np.clip(np.searchsorted(grid, t), 0, grid.size - 1)
-        hit = np.abs(grid[col] - t) <= 1e-12 * np.maximum(np.abs(t), 1.0)
+        col = np.clip(np.searchsorted(grid, t), 1, max(grid.size - 1, 1))
+        nearer_left = np.abs(grid[col - 1] - t) <= np.abs(
+            grid[np.minimum(col, grid.size - 1)] - t
+        )
+        col = np.where(nearer_left, col - 1, np.minimum(col, grid.size - 1))
+        hit = np.abs(grid[col] - t) <= 1e-12 * np.maximum(np.abs(t), np.abs(grid[col]))
         rows = data.subject_index[hit]
         cols = data.variable[hit] * grid.size + col[hit]
         curves = np.array(curves)

@@ -223,3 +223,18 @@ def test_refinement_lowers_the_error_of_every_variable(shared):
     # the refined noise variances approach the truth
     true = sim.process.noise_sd**2
     assert np.all(np.abs(imp.noise_variance_ / true - 1) < 0.25)
+
+
+def test_keep_observed_puts_each_variables_values_back(shared):
+    sim, imp = shared
+    test = sim.test.data[:4]
+    imp.set_params(keep_observed=True)
+    try:
+        curves, std = imp.transform_3d(test, return_std=True)
+    finally:
+        imp.set_params(keep_observed=False)
+    col = np.searchsorted(imp.grid_, test.times)
+    who, var = test.subject_index, test.variable
+    assert np.array_equal(curves[who, var, col], test.values)
+    assert (std[who, var, col] == 0).all()
+    assert (std > 0).sum() == std.size - test.times.size

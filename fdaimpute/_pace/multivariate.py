@@ -21,7 +21,7 @@ score vector ``xi`` shared by all variables.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -31,7 +31,7 @@ from fdaimpute._interpolate import spline_columns
 from fdaimpute._pace.binning import CovMoments
 from fdaimpute._pace.eigen import orient_by_peak, quadrature_weights, trapezoid
 from fdaimpute._pace.joint import posterior_scores_by_variable
-from fdaimpute._pace.scores import truncated_error_variance
+from fdaimpute._pace.scores import cumulative_predictions, truncated_error_variance
 from fdaimpute._pace.surface import RotatedSmoother
 
 #: Most distinct (variable, time) pairs gathered from one table of basis rows.
@@ -388,8 +388,6 @@ def heldout_errors(model_all, data, rng, *, max_subjects=3000, share=0.2):
     ndarray of shape (K_max,)
         The score of ``K = 1 .. K_max``.
     """
-    from fdaimpute._pace.scores import cumulative_predictions
-
     several = np.flatnonzero(data.n_obs >= 2)
     if several.size > max_subjects:
         several = np.sort(rng.choice(several, max_subjects, replace=False))
@@ -455,8 +453,6 @@ def refine(model, data, n_knots):
     -------
     MultivariatePACEModel
     """
-    from dataclasses import replace
-
     mean, cov = model.scores(
         data.times, data.values, data.variable, data.offsets, with_cov=True
     )
