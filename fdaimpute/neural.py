@@ -184,17 +184,37 @@ class SANDImputer(_NeuralImputer):
         released code's anchors; the curve passes through ``T~`` at observed
         points and its derivative jumps there).
     sand_lr : float, default=None
-        Peak learning rate of the SAND layer's parameters (default:
-        ``lr``); the transformer keeps ``lr``.
+        Peak learning rate of the SAND layer's parameters (the transformer
+        keeps ``lr``). None: the preset's, ``1e-5`` in the CPU preset (at
+        the transformer's rate the layer overfit and made the curves
+        rougher than VT's, ``docs/neural.md``), the transformer's ``lr`` in
+        the others.
     sand_init : {{"identity", "random"}}, default="identity"
         SAND's starting weights. ``"identity"``: solved in closed form so
         that SAND starts by passing ``T~`` through its smooth span (see
         :meth:`~fdaimpute.nn.SANDLayer.init_identity`) and training only
         has to learn the correction; ``"random"``: PyTorch's default
         initialisation (the paper's).
+    sand_smoothing : float or "auto", default=None
+        How much SAND's closed-form start smooths ``T~``: the ridge of its
+        least-squares problem, relative to its largest squared singular
+        value (larger damps more high frequencies). A number: SAND starts
+        there and trains. ``"auto"``: SAND starts at ``3e-4`` and trains;
+        after the epochs, the trained layer and the closed-form starts at
+        ridges ``1e-5`` to ``1e-2`` are compared on the validation
+        subjects' hidden points and the best is kept (``sand_smoothing_``).
+        None: the preset's, ``"auto"`` in the CPU preset and ``1e-5`` (the
+        start of earlier versions) in the others. Only used with
+        ``sand_init="identity"``; without validation subjects, ``"auto"``
+        keeps the trained layer.
 
     Attributes
     ----------{COMMON_ATTRS_DOC}
+    sand_smoothing_ : float or None
+        The ridge of the closed-form start that SAND's layer was reset to
+        after training (``sand_smoothing="auto"``), or None where the
+        trained layer was kept (or, with a base, the network's state before
+        training).
 
     See Also
     --------
@@ -248,6 +268,8 @@ class SANDImputer(_NeuralImputer):
     _param_constraints = SAND_CONSTRAINTS
     _preset_params = SIZE_PARAMS + SAND_PARAMS
     _has_derivative = True
+    #: What models saved before ``sand_smoothing`` existed started from.
+    sand_smoothing = 1e-5
 
     def _check_config(self, cfg):
         super()._check_config(cfg)
@@ -282,13 +304,37 @@ class SANDImputer(_NeuralImputer):
     def _after_build(self, module, grid):
         super()._after_build(module, grid)
         if self.sand_init == "identity":
-            module.sand.init_identity(grid)
+            module.sand.init_identity(grid, ridge=self._start_ridge())
+
+    def _start_ridge(self):
+        """The ridge of SAND's closed-form start (``sand_smoothing``)."""
+        from fdaimpute.nn.sand_smoothing import AUTO_START
+
+        smoothing = self._config()["sand_smoothing"]
+        return AUTO_START if smoothing == "auto" else smoothing
 
     def _anchor_rule(self):
         return self.anchors
 
+    @staticmethod
+    def _trainer_class():
+        from fdaimpute.nn import SANDTrainer
+
+        return SANDTrainer
+
     def _trainer_options(self):
-        return {"sand_lr": self.sand_lr}
+        cfg = self._config()
+        choose = self.sand_init == "identity" and cfg["sand_smoothing"] == "auto"
+        return {"sand_lr": cfg["sand_lr"], "smoothing": "auto" if choose else None}
+
+    def _record(self, trainer, module, offset, warm):
+        super()._record(trainer, module, offset, warm)
+        self.sand_smoothing_ = trainer.smoothing_
+
+    def _finish_fold(self, module, grid):
+        # the cross-fitted networks smooth as the imputer's does
+        if getattr(self, "sand_smoothing_", None) is not None:
+            module.sand.init_identity(grid, ridge=self.sand_smoothing_)
 
     def __init__(
         self,
@@ -309,6 +355,7 @@ class SANDImputer(_NeuralImputer):
         anchors=None,
         sand_lr=None,
         sand_init="identity",
+        sand_smoothing=None,
         max_epochs=None,
         batch_size=None,
         lr=None,
@@ -347,6 +394,7 @@ class SANDImputer(_NeuralImputer):
         self.anchors = anchors
         self.sand_lr = sand_lr
         self.sand_init = sand_init
+        self.sand_smoothing = sand_smoothing
         self.max_epochs = max_epochs
         self.batch_size = batch_size
         self.lr = lr

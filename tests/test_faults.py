@@ -155,8 +155,12 @@ def test_non_finite_loss_restores_the_best_finite_epoch(monkeypatch, sim, cls, p
     assert est.best_epoch_ in (0, 1) and est.n_epochs_ == 3
     assert not np.isfinite(est.history_["train_loss"][2])
     kept = est.module_.state_dict()
+    # SAND's layer may then be reset to the closed-form start that best
+    # predicts the held-out points (sand_smoothing="auto"); the rest is kept
+    reset = getattr(est, "sand_smoothing_", None) is not None
     for name, value in states[est.best_epoch_].items():
-        torch.testing.assert_close(kept[name], value, rtol=0, atol=0)
+        if not (reset and name.startswith("sand.")):
+            torch.testing.assert_close(kept[name], value, rtol=0, atol=0)
     curves, sd = est.transform(sim.test.data, return_std=True)
     assert np.isfinite(curves).all() and np.isfinite(sd).all()
     assert np.isfinite(est.mean_).all()

@@ -15,6 +15,7 @@ from fdaimpute.nn import (  # noqa: E402
     Roughness,
     SANDLayer,
     SANDModule,
+    SANDTrainer,
     Trainer,
     VTModule,
     WeightDecay,
@@ -237,6 +238,106 @@ def test_sand_identity_start_passes_smooth_curves_and_damps_noise(curve_in_score
     assert all(
         p.grad is not None and p.grad.abs().sum() > 0 for p in layer.parameters()
     )
+
+
+def test_sand_start_smooths_more_as_its_ridge_grows():
+    from fdaimpute.nn.sand_smoothing import AUTO_START, RIDGES
+
+    torch.manual_seed(0)
+    m = 101
+    grid = torch.linspace(0, 1, m)
+    layer = SANDLayer(encoding_scale=math.pi * (m - 1) / 2, encoding_base=100.0)
+    s = grid.unsqueeze(0)
+    slow = torch.sin(2 * math.pi * s) + torch.cos(4 * math.pi * s)
+    noise = 0.3 * torch.randn(100, m)
+    noise[:, 0] = 0.0
+
+    def second_difference(x):
+        return (x[:, 2:] - 2 * x[:, 1:-1] + x[:, :-2]).pow(2).mean()
+
+    rough, error = [], []
+    for ridge in RIDGES:
+        layer.init_identity(grid, ridge=ridge)
+        with torch.no_grad():
+            rough.append(float(second_difference(layer(noise, grid)[0])))
+            out = layer(slow, grid)[0]
+        error.append(float((out - slow).pow(2).mean() / slow.pow(2).mean()))
+    # each larger ridge leaves rough input rougher by less...
+    assert all(b < 0.8 * a for a, b in zip(rough, rough[1:]))
+    assert rough[-1] < 0.01 * second_difference(noise)
+    # ...and a slow curve a little less well: passed nearly intact at the
+    # start's ridge, within 10% of its energy at the largest
+    assert all(b > a for a, b in zip(error, error[1:]))
+    assert error[RIDGES.index(AUTO_START)] < 1e-3 and error[-1] < 0.1
+
+
+def _smoothing_trainer(smoothing, **options):
+    torch.manual_seed(0)
+    module = SANDModule(
+        VTModule(**TINY), SANDLayer(2, 32, 32, encoding_scale=10.0, encoding_base=100)
+    )
+    # a random start, which two epochs leave far from any closed-form start
+    grid = torch.linspace(0, 1, 21)
+    trainer = SANDTrainer(
+        module,
+        grid,
+        max_epochs=2,
+        batch_size=4,
+        smoothing=smoothing,
+        seed=0,
+        **options,
+    )
+    valid = ragged(n=6, seed=1, lo=4)
+    hidden = torch.zeros(valid.times.shape[0], dtype=torch.bool)
+    hidden[::3] = True
+    return trainer, valid, hidden
+
+
+def test_sand_trainer_keeps_the_smoothing_with_the_lowest_held_out_error():
+    from fdaimpute.nn.sand_smoothing import RIDGES
+
+    trainer, valid, hidden = _smoothing_trainer("auto")
+    trainer.fit(ragged(n=8), valid, hidden)
+    errors = trainer.smoothing_errors_
+    assert set(errors) == {"trained", *RIDGES}
+    best = min(errors, key=errors.get)
+    assert best != "trained" and trainer.smoothing_ == best
+    # the module holds the chosen candidate, which is also the kept state
+    assert trainer.validate(valid, hidden) == pytest.approx(errors[best])
+    trainer.module.load_state_dict(trainer.best_state)
+    assert trainer.validate(valid, hidden) == pytest.approx(errors[best])
+    # the module's layer is the closed-form start at the chosen ridge (up to
+    # the start's small random jitter)
+    grid, curve = trainer.grid, torch.randn(3, 21)
+    with torch.no_grad():
+        kept = trainer.module.sand(curve, grid)[0]
+        trainer.module.sand.init_identity(grid, ridge=trainer.smoothing_)
+        again = trainer.module.sand(curve, grid)[0]
+    assert (kept - again).pow(2).mean() < 1e-3 * curve.pow(2).mean()
+
+
+def test_sand_trainer_back_at_the_start_reports_no_smoothing():
+    # keep_start with an unreachable margin goes back to the state before
+    # training: the ridge chosen after the epochs is then not in use
+    trainer, valid, hidden = _smoothing_trainer(
+        "auto", keep_start=True, start_margin=math.inf
+    )
+    start = {k: v.clone() for k, v in trainer.module.state_dict().items()}
+    trainer.fit(ragged(n=8), valid, hidden)
+    assert trainer.smoothing_errors_ and trainer.best_epoch == -1
+    assert trainer.smoothing_ is None
+    for name, value in trainer.module.state_dict().items():
+        torch.testing.assert_close(value, start[name], rtol=0, atol=0)
+
+
+def test_sand_trainer_without_smoothing_keeps_the_trained_layer():
+    trainer, valid, hidden = _smoothing_trainer(None)
+    trainer.fit(ragged(n=8), valid, hidden)
+    assert trainer.smoothing_ is None and trainer.smoothing_errors_ == {}
+    best = trainer.history["valid_loss"][trainer.best_epoch]
+    assert trainer.validate(valid, hidden) == pytest.approx(best)
+    with pytest.raises(ValueError, match="smoothing"):
+        SANDTrainer(trainer.module, trainer.grid, smoothing="strong")
 
 
 def test_sand_features_cached_in_inference_mode_still_train():

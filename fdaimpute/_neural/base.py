@@ -93,6 +93,9 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         """Extra keyword arguments of the :class:`~fdaimpute.nn.Trainer`."""
         return {}
 
+    def _finish_fold(self, module, grid):
+        """Adjust a cross-fitted network after its training (see ``cross_fit``)."""
+
     @staticmethod
     def _trainer_class():
         """The training loop: :class:`~fdaimpute.nn.Trainer` or a subclass."""

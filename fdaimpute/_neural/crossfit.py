@@ -95,6 +95,7 @@ def cross_fit(imputer, data, grid, cfg, regularizers, amp, seed, folds, device):
             )
             trainer.on_epoch_end = lambda record: record["epoch"] >= last
             trainer.fit(imputer._tensors(train, device))
+            imputer._finish_fold(module, grid)
         modules.append(module.eval())
         held.append(imputer._tensors(data.take(np.flatnonzero(fold == j)), device))
     return modules, held

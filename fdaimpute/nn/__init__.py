@@ -11,7 +11,9 @@
 - :mod:`~fdaimpute.nn.batching`: ragged batches and self-supervised masking;
 - :mod:`~fdaimpute.nn.validation`: the validation subjects' hidden points;
 - :mod:`~fdaimpute.nn.training` (with :mod:`~fdaimpute.nn.optim`): the
-  training loop, and :mod:`~fdaimpute.nn.inference`: batched inference;
+  training loop, :mod:`~fdaimpute.nn.sand_smoothing`: SAND's trainer, which
+  chooses how much SAND smooths, and :mod:`~fdaimpute.nn.inference`:
+  batched inference;
 - :mod:`~fdaimpute.nn.uncertainty`: the error-variance head behind
   ``return_std``;
 - :mod:`~fdaimpute.nn.cnp`: the conditional neural process (network,
@@ -47,6 +49,7 @@ from fdaimpute.nn.sand import (
     mean_anchored_integral,
     two_sided_integral,
 )
+from fdaimpute.nn.sand_smoothing import SANDTrainer
 from fdaimpute.nn.training import Trainer, predict_curves
 from fdaimpute.nn.transformer import VTModule
 from fdaimpute.nn.uncertainty import ErrorVarianceHead, error_features, fit_error_head
@@ -65,6 +68,7 @@ __all__ = [
     "Roughness",
     "SANDLayer",
     "SANDModule",
+    "SANDTrainer",
     "SinusoidalEncoding",
     "SmoothingRegularizer",
     "Trainer",

@@ -11,7 +11,8 @@ The loop is split into small steps that a subclass may override:
 -> :meth:`Trainer.visible_mask`, :meth:`Trainer.forward` and
 :meth:`Trainer.compute_loss`, with :meth:`Trainer.validate` (which reads the
 forward pass's prediction at the observation times with
-:meth:`Trainer.read`) and the :meth:`Trainer.on_epoch_end` hook. The
+:meth:`Trainer.read`), the :meth:`Trainer.on_epoch_end` hook and
+:meth:`Trainer.finish`, run once after the epochs. The
 conditional neural process (:mod:`fdaimpute.nn.cnp`) is one such subclass.
 """
 
@@ -525,6 +526,11 @@ class Trainer:
         finally:
             if bar is not None:
                 bar.close()
+        trained = self.best_state is not None and self.best_epoch >= self.start_epoch
+        if trained and valid is not None and not self.interrupted:
+            self.module.load_state_dict(self.best_state)
+            if self.finish(valid, valid_hidden):
+                self.best_state = self._state_copy()
         if self.start_state is not None and self.best_epoch >= self.start_epoch:
             if check is None:
                 check, check_hidden = valid, valid_hidden
@@ -651,6 +657,17 @@ class Trainer:
 
     def on_epoch_end(self, record):
         """Hook called after each epoch with its history record; return True to stop."""
+        return False
+
+    def finish(self, valid, hidden):
+        """Hook run once on the best epoch's state, before ``keep_start``'s comparison.
+
+        Called only when an epoch was kept and there are validation subjects
+        (``valid`` with its ``hidden`` observations, as in :meth:`validate`);
+        it may change the module. Return True if it did (the changed state is
+        then kept). :class:`~fdaimpute.nn.sand_smoothing.SANDTrainer` chooses
+        SAND's smoothing here.
+        """
         return False
 
     def _interrupted(self):
