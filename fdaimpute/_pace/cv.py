@@ -26,6 +26,7 @@ from fdaimpute._pace.heldout import (
     one_standard_error_k,
 )
 from fdaimpute._pace.scores import cumulative_predictions
+from fdaimpute._timing import phase
 
 HIDE_FRACTION = 0.2
 # Fewer hidden points than this in one draw: every observation of the
@@ -540,7 +541,10 @@ def select_on_folds(
         )
     noise, obs_floor, noise_scores = None, None, None
     if tune_noise:
-        noise, obs_floor, noise_scores = noise_floor(evaluator, along, across, k_fixed)
+        with phase("noise"):
+            noise, obs_floor, noise_scores = noise_floor(
+                evaluator, along, across, k_fixed
+            )
     moment = evaluator.moment_noise_variance(along, across)
     predictor_noise = moment if noise is None else max(noise, moment)
     errors = evaluator.squared_errors(along, across, predictor_noise)
@@ -560,9 +564,10 @@ def select_on_folds(
         observed = moment
         if tune_noise and difference_noise is not None:
             observed = min(moment, max(difference_noise, obs_floor))
-        bands = evaluator.calibrate_bands(
-            along, across, predictor_noise, min(k_bands, max_k), observed
-        )
+        with phase("bands"):
+            bands = evaluator.calibrate_bands(
+                along, across, predictor_noise, min(k_bands, max_k), observed
+            )
     tried = sorted(evaluator.cache)
     results = dict(
         bandwidths=np.array(tried),
