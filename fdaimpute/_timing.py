@@ -4,7 +4,8 @@ A fit opens a :func:`recording`; code inside it marks its phases with
 :func:`phase`. Phases may nest: the time inside an inner phase counts for
 the inner one only, so the phases never add up to more than the time
 recorded. Outside a recording (and on worker threads, which do not see the
-recording's context) :func:`phase` does nothing.
+recording's context) :func:`phase` does nothing. A recording inside another
+(a fit inside the command line's) hands its phases to the outer one.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ class PhaseTimes:
         self._charge(now)
         self._open.append([name, now])
 
+    def absorb(self, seconds):
+        """Take the phases of a recording nested in the current phase."""
+        for name, value in seconds.items():
+            self.seconds[name] = self.seconds.get(name, 0.0) + value
+        if self._open:  # the open phase was not running meanwhile
+            self._open[-1][1] += sum(seconds.values())
+
     def leave(self):
         now = perf_counter()
         self._charge(now)
@@ -55,12 +63,15 @@ def recording():
     >>> sorted(seconds)
     ['a']
     """
+    outer = _ACTIVE.get()
     times = PhaseTimes()
     token = _ACTIVE.set(times)
     try:
         yield times.seconds
     finally:
         _ACTIVE.reset(token)
+        if outer is not None:
+            outer.absorb(times.seconds)
 
 
 @contextmanager

@@ -156,6 +156,9 @@ class _Evaluator:
         self.noise_floor = SEARCH_NOISE_FLOOR * max(raw, 0.0)
         self.cache = {}
         self.latest = None
+        # the components of the best-scoring bandwidth so far: the search
+        # ends there, and the noise search and the bands need them again
+        self.best = (np.inf, None)
         self.errors = {}
         self.lock = threading.Lock()
         work_grid = numerics.work_grid
@@ -174,9 +177,9 @@ class _Evaluator:
         that candidates scored on several threads at once stay consistent).
         """
         key = (float(f"{along:.12g}"), float(f"{across:.12g}"))
-        latest = self.latest
-        if latest is not None and latest[0] == key:
-            return latest[1]
+        for known in (self.latest, self.best[1]):
+            if known is not None and known[0] == key:
+                return known[1]
         num = self.numerics
         try:
             cov = num.smooth(self.moments, (along, across), self.smoother)
@@ -222,10 +225,13 @@ class _Evaluator:
         if known is not None:
             return known
         out = self._squared_errors(lam, b_fit, b_new, s2)
+        score = float(np.min(out.mean(axis=0))) if sigma2 is None else np.inf
         with self.lock:
             if len(self.errors) >= ERROR_CACHE:
                 self.errors.pop(next(iter(self.errors)))
             self.errors[key] = out
+            if score < self.best[0]:
+                self.best = (score, (key[:2], parts))
         return out
 
     def _squared_errors(self, lam, b_fit, b_new, s2):
