@@ -195,19 +195,11 @@ def cumulative_predictions(
     counts_fit = np.diff(offsets_fit)
     few = counts_fit * OBSERVATION_SPACE_RATIO <= p if noisy else counts_fit < 0
 
-    def predict_few(rows):
-        # subjects of different counts at once: padded visible points (zero
-        # basis rows and residuals) stay decoupled and change nothing
-        m = counts_fit[rows]
-        width = np.arange(m.max(initial=0))
-        obs = offsets_fit[rows][:, None] + width
-        pad = width >= m[:, None]
-        obs[pad] = 0
-        b = basis_fit[obs]
-        b[pad] = 0.0
-        r = np.where(pad, 0.0, resid_fit[obs])
+    def predict_few(rows, obs):
         new = (basis_new, offsets_new[rows], counts_new[rows])
-        _predict_in_observation_space(r, b, new, lam, sigma2, out)
+        _predict_in_observation_space(
+            resid_fit[obs], basis_fit[obs], new, lam, sigma2, out
+        )
 
     def predict(rows, obs):
         # each task writes the rows of its own subjects only
@@ -230,15 +222,13 @@ def cumulative_predictions(
             contrib = np.swapaxes(sol[..., 1:], 1, 2) * sol[:, None, :, 0]
             out[idx] = np.cumsum(contrib, axis=2)
 
-    few_rows = np.flatnonzero(few)
-    tasks = [
-        (few_rows[start : start + OBSERVATION_SPACE_CHUNK],)
-        for start in range(0, few_rows.size, OBSERVATION_SPACE_CHUNK)
-    ]
-    run_tasks(predict_few, tasks)
     # (``few`` depends on the count alone: a group is wholly in or out)
-    chunks = [c for c in chunks_by_count(offsets_fit) if not few[c[0][0]]]
-    run_tasks(predict, chunks)
+    size = OBSERVATION_SPACE_CHUNK
+    run_tasks(
+        predict_few,
+        [c for c in chunks_by_count(offsets_fit, size) if few[c[0][0]]],
+    )
+    run_tasks(predict, [c for c in chunks_by_count(offsets_fit) if not few[c[0][0]]])
     return out
 
 
