@@ -24,7 +24,8 @@ def field(value):
     >>> field("007"), field('a "b", c')
     ('007', '"a ""b"", c"')
     """
-    text = repr(value) if isinstance(value, float) else str(value)
+    # float.__repr__: NumPy's own repr of its floats names the type
+    text = float.__repr__(value) if isinstance(value, float) else str(value)
     if any(mark in text for mark in _SPECIAL):
         return '"' + text.replace('"', '""') + '"'
     return text

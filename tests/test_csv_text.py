@@ -82,6 +82,8 @@ def test_fields_are_quoted_only_where_needed():
     assert field('say "hi"') == '"say ""hi"""'
     assert field(7) == "7"
     assert field(0.1) == "0.1"
+    assert field(np.float64(2.5)) == "2.5"
+    assert field(np.int64(12)) == "12"
 
 
 @pytest.mark.parametrize("layout", ["wide", "long"])

@@ -173,8 +173,9 @@ class _Evaluator:
     def _components(self, along, across):
         """``sigma^2``, eigenvalues and the basis at the validation times (cached).
 
-        The bases are large: only the latest is kept (one assignment, so
-        that candidates scored on several threads at once stay consistent).
+        The bases are large: only the latest and the best-scoring so far are
+        kept (one assignment each, so that candidates scored on several
+        threads at once stay consistent).
         """
         key = (float(f"{along:.12g}"), float(f"{across:.12g}"))
         for known in (self.latest, self.best[1]):

@@ -190,10 +190,9 @@ def cumulative_predictions(
     ridge = sigma2 / lam
     # the observation-space recursion divides by sigma2: only where the
     # noise is not negligible against the leading eigenvalue
-    noisy = sigma2 > OBSERVATION_SPACE_MIN_NOISE * lam.max()
-
-    counts_fit = np.diff(offsets_fit)
-    few = counts_fit * OBSERVATION_SPACE_RATIO <= p if noisy else counts_fit < 0
+    noisy = p > 0 and sigma2 > OBSERVATION_SPACE_MIN_NOISE * lam.max()
+    few = np.diff(offsets_fit) * OBSERVATION_SPACE_RATIO <= p
+    few &= noisy
 
     def predict_few(rows, obs):
         new = (basis_new, offsets_new[rows], counts_new[rows])
