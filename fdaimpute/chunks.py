@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fdaimpute._csv import read_options
 from fdaimpute._frames import require_pandas
-from fdaimpute._ids import ids_as_text
 from fdaimpute.data import IrregularData
 
 __all__ = ["CSVChunks"]
@@ -70,8 +70,7 @@ class CSVChunks:
         """Yield IrregularData chunks of whole subjects, in file order."""
         pd = require_pandas("CSVChunks")
         id_col = self.columns[0]
-        kwargs = dict(self.kwargs)
-        kwargs["dtype"] = ids_as_text(kwargs.get("dtype"), id_col)
+        kwargs = read_options(self.kwargs, id_col, pd)
         reader = pd.read_csv(
             self.path,
             usecols=list(self.columns),

@@ -9,6 +9,7 @@ import numpy as np
 # check_not_datetime, is_datetime_like, subject_label, as_id_array and
 # check_ids have always been importable from here
 from fdaimpute._coerce import check_not_datetime, is_datetime_like  # noqa: F401
+from fdaimpute._csv import read_options
 from fdaimpute._flat import (
     check_storage,
     dense_from_flat,
@@ -20,7 +21,6 @@ from fdaimpute._frames import flat_from_long, long_frame, require_pandas
 from fdaimpute._ids import (  # noqa: F401
     as_id_array,
     check_ids,
-    ids_as_text,
     subject_label,
 )
 
@@ -202,8 +202,7 @@ class IrregularData:
         """
         pd = require_pandas("IrregularData.read_csv")
         duplicates = kwargs.pop("duplicates", "raise")
-        kwargs["dtype"] = ids_as_text(kwargs.get("dtype"), id)
-        df = pd.read_csv(path, **kwargs)
+        df = pd.read_csv(path, **read_options(kwargs, id, pd))
         if len(df) == 0:
             raise ValueError(
                 f"{path} has no observations (a header and no rows); it needs "

@@ -212,3 +212,21 @@ def test_constructor_checks_offsets_and_unique_ids():
 def test_to_dense_rejects_off_grid_time(small):
     with pytest.raises(ValueError, match=r"subject 'a'.*not on the grid"):
         small.to_dense(grid=[0.1, 0.2])
+
+
+@pytest.mark.parametrize("version, exact", [("2.2.3", True), ("3.1.1", False)])
+def test_csv_read_options_ask_for_exact_floats_before_pandas_3(version, exact):
+    from types import SimpleNamespace
+
+    from fdaimpute._csv import read_options
+
+    options = read_options(
+        {"sep": ";"}, "subject", SimpleNamespace(__version__=version)
+    )
+    assert options["dtype"] == {"subject": str}
+    assert options["sep"] == ";"
+    assert ("float_precision" in options) is exact
+    kept = read_options(
+        {"float_precision": "high"}, "id", SimpleNamespace(__version__=version)
+    )
+    assert kept.get("float_precision", "high") == "high"
