@@ -6,7 +6,8 @@ process on the same long CSV (``id,time,value``) of the SAND paper's process,
 at 30, 8-12 and 3-5 observations per subject. Runs are interleaved (fdaimpute,
 fdapace, fdaimpute, ...) so that both see the same machine load. Prints the
 median wall time and peak resident memory of each, their ratio, and each
-output's MSE against the true curves as a multiple of the oracle's.
+output's MSE against the true curves as a multiple of the oracle's, and
+fdaimpute's time by phase (the command's ``--timings``).
 
 fdapace runs where ``Rscript`` finds it; otherwise its columns are left
 empty with a message. To build it on Debian (R from Debian's packages, the
@@ -20,13 +21,15 @@ package from its source)::
 
 Usage::
 
-    python benchmarks/bench_whole_job.py --n 10000 --repeats 5 --write
+    python benchmarks/bench_whole_job.py --n 10000 --repeats 5 --write \
+        --save-rows benchmarks/results/whole_job/rows.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -92,13 +95,47 @@ def run_process(command, workdir):
     return seconds, int(rss.read_text()) / 1024
 
 
-def fdaimpute_command(data, out):
+def fdaimpute_command(data, out, timings):
     return [sys.executable, "-m", "fdaimpute", "impute", str(data), "-o", str(out)] + [
         "--method",
         "pace",
         "--grid",
         "101",
+        "--timings",
+        str(timings),
     ]
+
+
+#: fdaimpute's phases, in the order of the job (``--timings`` of the CLI;
+#: "start-up" is the process's wall time less the command's own, "fit other"
+#: the fit's time outside its named phases).
+PHASES = [
+    "start-up",
+    "import",
+    "read",
+    "bins",
+    "mean",
+    "covariance",
+    "cross-validation",
+    "noise",
+    "bands",
+    "fit other",
+    "transform",
+    "write",
+]
+
+
+def phases_of(timings_file, wall):
+    """The phases of one fdaimpute run, from its ``--timings`` file."""
+    seconds = json.loads(Path(timings_file).read_text())
+    out = {name: 0.0 for name in PHASES}
+    for name, value in seconds.items():
+        if name == "total":
+            continue
+        key = {"fit": "fit other", "components": "fit other"}.get(name, name)
+        out[key] = out.get(key, 0.0) + value
+    out["start-up"] = wall - seconds["total"]
+    return out
 
 
 def curves_of(path, n):
@@ -124,6 +161,7 @@ def run_sparsity(sparsity, args, workdir, rscript):
     )
     times = {"fdaimpute": [], "fdapace": []}
     memory = {"fdaimpute": [], "fdapace": []}
+    phases = []
     outputs = {}
     for _ in range(args.repeats):
         for tool in ("fdaimpute", "fdapace"):
@@ -131,8 +169,9 @@ def run_sparsity(sparsity, args, workdir, rscript):
                 continue
             out = Path(workdir) / f"{tool}_{sparsity}.csv"
             out.unlink(missing_ok=True)
+            timings = Path(workdir) / "timings.json"
             if tool == "fdaimpute":
-                command = fdaimpute_command(path, out)
+                command = fdaimpute_command(path, out, timings)
             else:
                 command = [
                     rscript,
@@ -141,6 +180,8 @@ def run_sparsity(sparsity, args, workdir, rscript):
                     str(out),
                 ]
             seconds, mib = run_process(command, workdir)
+            if tool == "fdaimpute":
+                phases.append(phases_of(timings, seconds))
             times[tool].append(seconds)
             memory[tool].append(mib)
             outputs[tool] = out
@@ -154,8 +195,28 @@ def run_sparsity(sparsity, args, workdir, rscript):
         row[f"{tool} MSE / oracle"] = mse / oracle
     if "fdapace s" in row:
         row["fdapace / fdaimpute"] = row["fdapace s"] / row["fdaimpute s"]
+        # each fdapace run over the fdaimpute run just before it
+        pairs = np.divide(times["fdapace"], times["fdaimpute"])
+        row["paired ratio"] = float(np.median(pairs))
+        row["paired ratios"] = [float(r) for r in pairs]
+    row["phases"] = {
+        name: float(np.median([p[name] for p in phases])) for name in PHASES
+    }
+    row["runs s"] = {tool: [float(t) for t in times[tool]] for tool in times}
     print(row, flush=True)
     return row
+
+
+def phase_table(rows):
+    """fdaimpute's median seconds per phase, one row per sparsity."""
+    table = []
+    for row in rows:
+        entry = {"n_i": row["n_i"], **row["phases"], "wall": row["fdaimpute s"]}
+        fit = ["bins", "mean", "covariance", "cross-validation", "noise", "bands"]
+        entry["fit"] = sum(row["phases"][name] for name in fit + ["fit other"])
+        table.append(entry)
+    columns = ["n_i", *PHASES, "fit", "wall"]
+    return markdown_table(table, columns, {c: ".2f" for c in columns[1:]})
 
 
 def main(argv=None):
@@ -180,25 +241,42 @@ def main(argv=None):
     else:
         print("Rscript not found: fdapace's columns stay empty (see the docstring)")
     print(machine())
+    load_before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
         (Path(workdir) / "fdapace.R").write_text(R_SCRIPT)
         for sparsity in args.sparsity:
             rows.append(run_sparsity(sparsity, args, workdir, rscript))
+    load_after = os.getloadavg()
     columns = ["n_i", "subjects", "fdaimpute s", "fdaimpute MiB", "fdapace s"]
-    columns += ["fdapace MiB", "fdapace / fdaimpute", "fdaimpute MSE / oracle"]
-    columns += ["fdapace MSE / oracle"]
+    columns += ["fdapace MiB", "fdapace / fdaimpute", "paired ratio"]
+    columns += ["fdaimpute MSE / oracle", "fdapace MSE / oracle"]
     formats = {c: ".2f" for c in columns if c.endswith(" s")}
     formats.update({c: ".0f" for c in columns if c.endswith("MiB")})
     formats.update({c: ".3f" for c in columns if "oracle" in c})
     formats["fdapace / fdaimpute"] = ".1f"
+    formats["paired ratio"] = ".1f"
     table = markdown_table(rows, columns, formats)
+    phase_text = phase_table(rows)
+    load = (
+        f"load average (1, 5, 15 min) {', '.join(f'{x:.1f}' for x in load_before)} "
+        f"before and {', '.join(f'{x:.1f}' for x in load_after)} after the runs"
+    )
     print()
     print(table)
+    print()
+    print(phase_text)
+    print(load)
     if args.save_rows:
         Path(args.save_rows).write_text(
             json.dumps(
-                {"command": " ".join(sys.argv), "machine": machine(), "rows": rows}
+                {
+                    "command": " ".join(sys.argv),
+                    "machine": machine(),
+                    "load": load,
+                    "rows": rows,
+                },
+                indent=1,
             )
         )
     if args.write:
@@ -208,7 +286,14 @@ def main(argv=None):
             "`FPCA` (sparse defaults), `fitted` and `write.csv` through `Rscript`. "
             f"Median of {args.repeats} interleaved runs each; peak resident memory "
             "of the process; MSE of the written curves against the true ones as a "
-            "multiple of the oracle's.\n\n" + table + "\n"
+            "multiple of the oracle's. `fdapace / fdaimpute` is the ratio of the "
+            "medians, `paired ratio` the median over the runs of each fdapace "
+            "run's time over the fdaimpute run just before it. Machine load: "
+            f"{load}.\n\n" + table + "\n\n"
+            "fdaimpute's time by phase (median seconds; `--timings` of the "
+            "command; start-up is the process's wall time less the command's "
+            "own: the interpreter, `import fdaimpute.cli` and exit; import is "
+            "the method's module):\n\n" + phase_text + "\n"
         )
         write_section("whole-job", "The whole job against fdapace", body)
     return rows

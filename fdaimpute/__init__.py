@@ -21,6 +21,8 @@ _LAZY = {
     "KernelImputer": "fdaimpute.kernel",
     "MFPCAImputer": "fdaimpute.mfpca",
     "MICEImputer": "fdaimpute.mice",
+    "MultivariateIrregularData": "fdaimpute.multivariate",
+    "MultivariatePACEImputer": "fdaimpute.mpace",
     "PACEImputer": "fdaimpute.pace",
     "SANDImputer": "fdaimpute.neural",
     "VTImputer": "fdaimpute.neural",
@@ -60,6 +62,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from fdaimpute.kernel import KernelImputer
     from fdaimpute.mfpca import MFPCAImputer
     from fdaimpute.mice import MICEImputer
+    from fdaimpute.mpace import MultivariatePACEImputer
+    from fdaimpute.multivariate import MultivariateIrregularData
     from fdaimpute.neural import SANDImputer, VTImputer
     from fdaimpute.pace import PACEImputer
 
@@ -76,6 +80,8 @@ __all__ = [
     "KernelImputer",
     "MFPCAImputer",
     "MICEImputer",
+    "MultivariateIrregularData",
+    "MultivariatePACEImputer",
     "PACEImputer",
     "SANDImputer",
     "VTImputer",

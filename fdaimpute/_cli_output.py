@@ -20,7 +20,9 @@ from fdaimpute._blocks import (
     format_bytes,
     subject_blocks,
 )
+from fdaimpute._csv_text import long_rows, wide_rows
 from fdaimpute._files import atomic_write
+from fdaimpute._timing import phase
 
 __all__ = ["check_room", "check_target", "write_curves"]
 
@@ -94,30 +96,21 @@ def check_room(path, n_subjects, n_grid, n_arrays):
         )
 
 
-def _wide_frame(pd, ids, grid, curves, std, id_name):
+def _wide_text(ids, grid, curves, std, id_name, header):
     names = [f"t={t:.10g}" for t in grid]
-    frame = pd.DataFrame(curves, columns=names)
     if std is not None:
-        frame = pd.concat(
-            [frame, pd.DataFrame(std, columns=[f"std({n})" for n in names])], axis=1
-        )
-    frame.insert(0, id_name, ids)
-    return frame
+        names += [f"std({n})" for n in names]
+        curves = np.concatenate([curves, std], axis=1)
+    return wide_rows(ids, curves, [id_name, *names] if header else None)
 
 
-def _long_frame(pd, ids, grid, curves, std, names):
+def _long_text(ids, grid, curves, std, names, header):
     id_name, time_name, value_name = names
-    frame = pd.DataFrame(
-        {
-            id_name: np.repeat(ids, grid.size),
-            time_name: np.tile(grid, len(ids)),
-            value_name: curves.ravel(),
-        }
-    )
+    columns, head = [curves], [id_name, time_name, value_name]
     if std is not None:
-        std_name = "std" if "std" not in names else f"{value_name}_std"
-        frame[std_name] = std.ravel()
-    return frame
+        columns.append(std)
+        head.append("std" if "std" not in names else f"{value_name}_std")
+    return long_rows(ids, grid, columns, head if header else None)
 
 
 def write_curves(path, data, grid, impute, layout, names, with_std, force):
@@ -143,20 +136,22 @@ def write_curves(path, data, grid, impute, layout, names, with_std, force):
     force : bool
         Replace an existing file.
     """
-    import pandas as pd
-
     width = grid.size * (2 if with_std else 1)
 
     def chunks():
         for number, (lo, hi) in enumerate(subject_blocks(data.offsets, width)):
             part = data.take(np.arange(lo, hi))
-            out = impute(part)
+            with phase("transform"):
+                out = impute(part)
             curves, std = out if with_std else (out, None)
-            if layout == "long":
-                frame = _long_frame(pd, part.ids, grid, curves, std, names)
-            else:
-                frame = _wide_frame(pd, part.ids, grid, curves, std, names[0])
-            yield frame.to_csv(None, index=False, header=number == 0).encode()
+            header = number == 0
+            with phase("write"):
+                if layout == "long":
+                    text = _long_text(part.ids, grid, curves, std, names, header)
+                else:
+                    text = _wide_text(part.ids, grid, curves, std, names[0], header)
+                data_bytes = text.encode()
+            yield data_bytes
 
     try:
         atomic_write(path, chunks(), overwrite=force)

@@ -52,8 +52,18 @@ CLASSES = {
     "SANDImputer": ("fdaimpute.neural", "SANDImputer", ESTIMATOR),
     "CNPImputer": ("fdaimpute.cnp", "CNPImputer", ESTIMATOR),
     "AutoImputer": ("fdaimpute.auto", "AutoImputer", ESTIMATOR),
+    "MultivariatePACEImputer": (
+        "fdaimpute.mpace",
+        "MultivariatePACEImputer",
+        ESTIMATOR,
+    ),
     "PACEModel": ("fdaimpute._pace.result", "PACEModel", RECORD),
     "MeanCurve": ("fdaimpute._pace.result", "MeanCurve", RECORD),
+    "MultivariatePACEModel": (
+        "fdaimpute._pace.multivariate",
+        "MultivariatePACEModel",
+        RECORD,
+    ),
     "DefaultNumerics": ("fdaimpute._pace.numerics", "DefaultNumerics", RECORD),
     "FdapaceNumerics": ("fdaimpute._pace.numerics", "FdapaceNumerics", RECORD),
     "FACEModel": ("fdaimpute._face.model", "FACEModel", RECORD),

@@ -37,6 +37,7 @@ def as_irregular(X):
     """
     if isinstance(X, IrregularData):
         return X
+    _refuse_multivariate(X)
     if is_long_frame(X):
         return IrregularData.from_long(X, *LONG_COLUMNS)
     _refuse_unnamed_long_frame(X)
@@ -49,6 +50,22 @@ def as_irregular(X):
                 )
         return IrregularData.from_lists([p[0] for p in X], [p[1] for p in X])
     return None
+
+
+def _refuse_multivariate(X):
+    """Raise for several variables, which univariate imputers would mix up."""
+    from fdaimpute.multivariate import MultivariateIrregularData
+
+    several = isinstance(X, MultivariateIrregularData)
+    if not several and hasattr(X, "columns") and is_long_frame(X):
+        several = "variable" in list(X.columns)
+    if several:
+        raise TypeError(
+            "X holds several variables (a MultivariateIrregularData, or a long "
+            "table with a 'variable' column); this imputer models one "
+            "variable: use fdaimpute.MultivariatePACEImputer, or pass "
+            "one variable (MultivariateIrregularData.variable_data)"
+        )
 
 
 def _refuse_unnamed_long_frame(X):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -19,6 +20,7 @@ from fdaimpute._cli_model import (
 )
 from fdaimpute._cli_output import check_room, check_target, write_curves
 from fdaimpute._cli_params import check_params, collect_params, parse_value
+from fdaimpute._timing import phase, recording
 
 __all__ = ["main"]
 
@@ -372,18 +374,33 @@ def _estimator(args, method):
 
 
 def _impute(args):
-    if args.model is not None:
-        return impute_with_model(args)
-    method = method_name(args.method or "auto")
-    est = _estimator(args, method)
+    start = time.perf_counter()
+    with recording() as seconds:
+        if args.model is not None:
+            code = impute_with_model(args)
+        else:
+            code = _impute_recorded(args)
+    if args.timings:
+        seconds["total"] = time.perf_counter() - start
+        with open(args.timings, "w") as fh:
+            json.dump(seconds, fh, indent=1)
+    return code
+
+
+def _impute_recorded(args):
+    with phase("import"):
+        method = method_name(args.method or "auto")
+        est = _estimator(args, method)
     check_target(args.output, "-o", [args.input], args.force)
-    data = _read_data(args)
+    with phase("read"):
+        data = _read_data(args)
     grid = _parse_grid(args.grid or "101", data.time_range)
     check_room(args.output, len(data), grid.size, 2 if args.std else 1)
     est.set_params(grid=grid)
     start = time.perf_counter()
     try:
-        est.fit(data)
+        with phase("fit"):
+            est.fit(data)
     except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
         raise SystemExit(f"{method}: {_cli_message(str(exc))}") from None
     return write_output(args, data, grid, est, method, start, column_names(args))
@@ -516,6 +533,14 @@ def _add_impute_command(sub):
         action="store_true",
         help="also write pointwise standard deviations (methods with bands: "
         "pace, face, mfpca, cnp, vt and sand; auto unless it chose kernel)",
+    )
+    imp.add_argument(
+        "--timings",
+        metavar="FILE",
+        default=None,
+        help="write the wall seconds of the job's phases (import of the "
+        "method, read, the fit's phases, transform, write, total) to FILE as "
+        "JSON",
     )
     add_data_options(imp)
     add_method_options(imp)

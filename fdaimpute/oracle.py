@@ -20,14 +20,16 @@ import numbers
 
 import numpy as np
 
+from fdaimpute._pace.joint import posterior_scores_by_variable
 from fdaimpute._pace.scores import posterior_scores
 from fdaimpute._params import Instance, validate_params
 from fdaimpute._validation import resolve_grid
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
-from fdaimpute.simulate import BasisProcess, MonteCarloProcess
+from fdaimpute.multivariate import MultivariateIrregularData
+from fdaimpute.simulate import BasisProcess, MonteCarloProcess, MultivariateBasisProcess
 
-__all__ = ["ConditionalMean", "posterior_mean"]
+__all__ = ["ConditionalMean", "MultivariateConditionalMean", "posterior_mean"]
 
 
 class ConditionalMean(BaseImputer):
@@ -237,3 +239,111 @@ def posterior_mean(process, data, grid=None, *, n_draws=20_000, random_state=0):
         w = np.exp(np.maximum(loglik - loglik.max(axis=0), -700.0))
         out[start:stop] = (w / w.sum(axis=0)).T @ on_grid
     return out
+
+
+class MultivariateConditionalMean:
+    """Best linear predictor of every variable's curve given all observations.
+
+    For a :class:`~fdaimpute.simulate.MultivariateBasisProcess` the
+    covariance of all of a subject's observations, of every variable, is
+    known, and the conditional expectation of each variable's curve given
+    them all is exact (the best predictor of all, the process being
+    Gaussian). Needs no fitting.
+
+    Parameters
+    ----------
+    process : MultivariateBasisProcess
+        The process, with positive noise SDs.
+    grid : int or array-like, default=None
+        Output grid; 101 points on the process's domain by default.
+
+    Attributes
+    ----------
+    grid_ : ndarray of shape (n_grid,)
+        The output grid.
+    variables_ : list of str
+        The variables, in the order of the output's blocks.
+
+    Examples
+    --------
+    >>> import fdaimpute as fi
+    >>> sim = fi.simulate.multivariate_gaussian(n=100, random_state=0)
+    >>> oracle = fi.oracle.MultivariateConditionalMean(sim.process)
+    >>> oracle.transform(sim.test.data).shape  # 3 variables x 101 times
+    (5, 303)
+    """
+
+    def __init__(self, process, *, grid=None):
+        if not isinstance(process, MultivariateBasisProcess):
+            raise TypeError(
+                "process must be a MultivariateBasisProcess, got "
+                f"{type(process).__name__}"
+            )
+        if not np.all(process.noise_sd > 0):
+            raise ValueError("the multivariate oracle needs positive noise SDs")
+        self.process = process
+        self.grid = grid
+
+    @property
+    def grid_(self):
+        grid = 101 if self.grid is None else self.grid
+        return resolve_grid(grid, self.process.domain)
+
+    @property
+    def variables_(self):
+        return list(self.process.variables)
+
+    def fit(self, X=None, y=None):
+        """Nothing to learn; returns self."""
+        return self
+
+    def _posterior(self, data, with_cov):
+        if not isinstance(data, MultivariateIrregularData):
+            raise TypeError(
+                f"X must be a MultivariateIrregularData, got {type(data).__name__}"
+            )
+        proc = self.process
+        p = proc.n_variables
+        if data.n_variables != p:
+            raise ValueError(f"X has {data.n_variables} variables, the process {p}")
+        basis = np.empty((data.times.size, proc.score_var.size))
+        resid = np.empty(data.times.size)
+        for j in range(p):
+            on = data.variable == j
+            basis[on] = proc.basis(j, data.times[on])
+            resid[on] = data.values[on] - proc.mean(j, data.times[on])
+        noise = proc.noise_sd[data.variable] ** 2
+        return posterior_scores_by_variable(
+            resid, basis, data.offsets, proc.score_var, noise, with_cov=with_cov
+        )
+
+    def transform(self, X, return_std=False):
+        """Each variable's conditional mean on ``grid_``, variable-major.
+
+        Parameters
+        ----------
+        X : MultivariateIrregularData
+            Subjects.
+        return_std : bool, default=False
+            Also return the conditional SD of each curve value.
+
+        Returns
+        -------
+        curves : ndarray of shape (n_subjects, p * n_grid)
+            Block ``j`` (columns ``j * n_grid`` to ``(j + 1) * n_grid``) is
+            variable ``j``; ``curves.reshape(n, p, n_grid)`` separates them.
+        std : ndarray of shape (n_subjects, p * n_grid)
+            Only with ``return_std``.
+        """
+        out = self._posterior(X, return_std)
+        scores, cov = out if return_std else (out, None)
+        grid = self.grid_
+        proc = self.process
+        p = proc.n_variables
+        basis = np.concatenate([proc.basis(j, grid) for j in range(p)])
+        mean = np.concatenate([proc.mean(j, grid) for j in range(p)])
+        curves = mean + scores @ basis.T
+        if not return_std:
+            return curves
+        var = np.einsum("gk,nkl,gl->ng", basis, cov, basis)
+        return curves, np.sqrt(np.clip(var, 0.0, None))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from time import perf_counter
+
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -18,6 +20,7 @@ from fdaimpute._params import (
     Pair,
     validate_params,
 )
+from fdaimpute._timing import recording
 from fdaimpute._validation import check_times_in_range, resolve_grid
 from fdaimpute.base import BaseImputer
 from fdaimpute.smoothing import KERNELS
@@ -174,6 +177,12 @@ default="cv"
         Number of bins of the mean and covariance sums.
     time_range_ : tuple of float
         Range of the training times.
+    timings_ : dict
+        Wall seconds of the fit's phases (``"bins"``, ``"mean"``,
+        ``"covariance"``, ``"cross-validation"``, ``"noise"``, ``"bands"``,
+        ``"components"``; those that ran) and of the whole fit
+        (``"total"``, which also counts the checks of the input). Each
+        second counts for one phase only.
 
     See Also
     --------
@@ -372,9 +381,12 @@ default="cv"
             )
 
     def _fit(self, data):
+        start = perf_counter()
         # Many small matrices: one BLAS thread is faster and shares cores well.
-        with one_blas_thread():
-            return self._fit_single_thread(data)
+        with recording() as seconds, one_blas_thread():
+            self._fit_single_thread(data)
+        self.timings_ = {**seconds, "total": perf_counter() - start}
+        return self
 
     def _fit_single_thread(self, data):
         self._check_combination()
@@ -492,9 +504,11 @@ default="cv"
             options = {k: getattr(self, k) for k in _CHUNK_OPTIONS}
             options["max_components"] = max_k
             rng = check_random_state(self.random_state)
-            with one_blas_thread():
+            start = perf_counter()
+            with recording() as seconds, one_blas_thread():
                 result = _chunked.fit_chunks(read, found, numerics, options, rng)
             self._store(result, numerics)
+            self.timings_ = {**seconds, "total": perf_counter() - start}
         except BaseException:
             self._clear_fitted()
             raise

@@ -49,3 +49,48 @@ def test_each_pass_once_and_no_candidate_scored_twice(counted, n):
     assert scored and max(scored.values()) == 1
     # a few dozen bandwidth and noise candidates per fold, not hundreds
     assert sum(scored.values()) <= 30 * folds
+
+
+def test_each_candidate_surface_smoothed_once(monkeypatch):
+    """One smoothing and eigen-analysis per candidate bandwidth, not one per use.
+
+    The chosen bandwidth is used again by the noise search and the bands
+    after the search has moved on; its surface is kept, not smoothed again.
+    The band terms (a posterior solve per validation subject) run once.
+    """
+    smoothed = collections.Counter()
+    calls = collections.Counter()
+    smooth = numerics.DefaultNumerics.smooth
+    band_terms = cv.band_terms
+
+    def counting_smooth(self, moments, bandwidth, smoother=None):
+        smoothed[(id(moments), tuple(float(b) for b in bandwidth))] += 1
+        return smooth(self, moments, bandwidth, smoother)
+
+    def counting_band_terms(*args, **kwargs):
+        calls["band terms"] += 1
+        return band_terms(*args, **kwargs)
+
+    monkeypatch.setattr(numerics.DefaultNumerics, "smooth", counting_smooth)
+    monkeypatch.setattr(cv, "band_terms", counting_band_terms)
+    sim = fi.simulate.sand_paper(2500, n_obs="3-5", random_state=1, split=(1, 0, 0))
+    pace = fi.PACEImputer(random_state=0).fit(sim.train.data)
+    assert pace.cv_results_["n_folds"] == 1
+    # every candidate on the visible points, and the chosen one on all points
+    assert len(smoothed) == len(pace.cv_results_["bandwidths"]) + 1
+    assert max(smoothed.values()) == 1
+    assert calls["band terms"] == 1
+
+
+def test_timings_name_the_phases_and_add_up():
+    sim = fi.simulate.sand_paper(400, n_obs="8-12", random_state=0, split=(1, 0, 0))
+    pace = fi.PACEImputer(random_state=0).fit(sim.train.data)
+    seconds = pace.timings_
+    phases = {"bins", "mean", "covariance", "cross-validation", "noise", "bands"}
+    assert phases <= set(seconds)
+    assert all(value >= 0 for value in seconds.values())
+    # each second counts for one phase only: never more than the whole fit
+    assert sum(v for k, v in seconds.items() if k != "total") <= seconds["total"]
+    fixed = fi.PACEImputer(bandwidth_cov=0.1, n_components=3).fit(sim.train.data)
+    assert "cross-validation" not in fixed.timings_
+    assert {"bins", "mean", "covariance"} <= set(fixed.timings_)

@@ -26,6 +26,7 @@ from fdaimpute._pace.heldout import (
     one_standard_error_k,
 )
 from fdaimpute._pace.scores import cumulative_predictions
+from fdaimpute._timing import phase
 
 HIDE_FRACTION = 0.2
 # Fewer hidden points than this in one draw: every observation of the
@@ -155,6 +156,9 @@ class _Evaluator:
         self.noise_floor = SEARCH_NOISE_FLOOR * max(raw, 0.0)
         self.cache = {}
         self.latest = None
+        # the components of the best-scoring bandwidth so far: the search
+        # ends there, and the noise search and the bands need them again
+        self.best = (np.inf, None)
         self.errors = {}
         self.lock = threading.Lock()
         work_grid = numerics.work_grid
@@ -169,13 +173,14 @@ class _Evaluator:
     def _components(self, along, across):
         """``sigma^2``, eigenvalues and the basis at the validation times (cached).
 
-        The bases are large: only the latest is kept (one assignment, so
-        that candidates scored on several threads at once stay consistent).
+        The bases are large: only the latest and the best-scoring so far are
+        kept (one assignment each, so that candidates scored on several
+        threads at once stay consistent).
         """
         key = (float(f"{along:.12g}"), float(f"{across:.12g}"))
-        latest = self.latest
-        if latest is not None and latest[0] == key:
-            return latest[1]
+        for known in (self.latest, self.best[1]):
+            if known is not None and known[0] == key:
+                return known[1]
         num = self.numerics
         try:
             cov = num.smooth(self.moments, (along, across), self.smoother)
@@ -221,10 +226,13 @@ class _Evaluator:
         if known is not None:
             return known
         out = self._squared_errors(lam, b_fit, b_new, s2)
+        score = float(np.min(out.mean(axis=0))) if sigma2 is None else np.inf
         with self.lock:
             if len(self.errors) >= ERROR_CACHE:
                 self.errors.pop(next(iter(self.errors)))
             self.errors[key] = out
+            if score < self.best[0]:
+                self.best = (score, (key[:2], parts))
         return out
 
     def _squared_errors(self, lam, b_fit, b_new, s2):
@@ -540,7 +548,10 @@ def select_on_folds(
         )
     noise, obs_floor, noise_scores = None, None, None
     if tune_noise:
-        noise, obs_floor, noise_scores = noise_floor(evaluator, along, across, k_fixed)
+        with phase("noise"):
+            noise, obs_floor, noise_scores = noise_floor(
+                evaluator, along, across, k_fixed
+            )
     moment = evaluator.moment_noise_variance(along, across)
     predictor_noise = moment if noise is None else max(noise, moment)
     errors = evaluator.squared_errors(along, across, predictor_noise)
@@ -560,9 +571,10 @@ def select_on_folds(
         observed = moment
         if tune_noise and difference_noise is not None:
             observed = min(moment, max(difference_noise, obs_floor))
-        bands = evaluator.calibrate_bands(
-            along, across, predictor_noise, min(k_bands, max_k), observed
-        )
+        with phase("bands"):
+            bands = evaluator.calibrate_bands(
+                along, across, predictor_noise, min(k_bands, max_k), observed
+            )
     tried = sorted(evaluator.cache)
     results = dict(
         bandwidths=np.array(tried),

@@ -11,6 +11,7 @@ from fdaimpute._pace.cv import select_by_cv
 from fdaimpute._pace.eigen import choose_n_components
 from fdaimpute._pace.numerics import DefaultNumerics, FdapaceNumerics
 from fdaimpute._pace.result import MeanCurve, PACEFit, PACEModel
+from fdaimpute._timing import phase
 from fdaimpute.noise import difference_estimate
 
 
@@ -100,34 +101,39 @@ def fit_pace(
     PACEFit
     """
     work_grid = numerics.work_grid
-    bins = choose_bins(
-        times,
-        binning,
-        work_grid.size,
-        work_grid[0],
-        work_grid[-1],
-        max_exact=numerics.max_exact_bins,
-    )
-    numerics.check_bins(bins)
-    subject = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    with phase("bins"):
+        bins = choose_bins(
+            times,
+            binning,
+            work_grid.size,
+            work_grid[0],
+            work_grid[-1],
+            max_exact=numerics.max_exact_bins,
+        )
+        numerics.check_bins(bins)
+        subject = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
     tune_noise = noise_variance == "auto" and numerics.measurement_error
-    difference_noise = _difference_noise(times, values, subject) if tune_noise else None
+    difference_noise = None
+    if tune_noise:
+        with phase("noise"):
+            difference_noise = _difference_noise(times, values, subject)
     h_cov, k_cv, cv_results = bandwidth_cov, None, None
     if _is_rule(bandwidth_cov, "cv") or _is_rule(n_components, "cv"):
-        h_cov, k_cv, cv_results = select_by_cv(
-            times,
-            values,
-            offsets,
-            bins,
-            numerics,
-            bandwidth_mean=bandwidth_mean,
-            bandwidth_cov=bandwidth_cov,
-            n_components=n_components,
-            max_k=max_components,
-            rng=rng,
-            tune_noise=tune_noise,
-            difference_noise=difference_noise,
-        )
+        with phase("cross-validation"):
+            h_cov, k_cv, cv_results = select_by_cv(
+                times,
+                values,
+                offsets,
+                bins,
+                numerics,
+                bandwidth_mean=bandwidth_mean,
+                bandwidth_cov=bandwidth_cov,
+                n_components=n_components,
+                max_k=max_components,
+                rng=rng,
+                tune_noise=tune_noise,
+                difference_noise=difference_noise,
+            )
     pooled = numerics.pool(
         times, values, subject, offsets.size - 1, bins, bandwidth_mean, rng
     )
@@ -182,9 +188,10 @@ def finish_fit(
     PACEFit
     """
     h_cov, k_cv, cv_results = choice
-    if isinstance(h_cov, str):
-        h_cov = numerics.cov_bandwidth(h_cov, pooled)
-    estimate = numerics.estimate_covariance(pooled, h_cov, max_components)
+    with phase("covariance"):
+        if isinstance(h_cov, str):
+            h_cov = numerics.cov_bandwidth(h_cov, pooled)
+        estimate = numerics.estimate_covariance(pooled, h_cov, max_components)
     observation_noise = estimate.noise_variance
     if cv_results is not None and "noise_variance" in cv_results:
         floor = cv_results["noise_floor"]
@@ -199,14 +206,15 @@ def finish_fit(
         resid = values - pooled.mean(times)
         basis = numerics.basis_at(estimate.eigenfunctions, times)
         loglik = (resid, basis, offsets, estimate.noise_variance)
-    k = choose_n_components(
-        n_components,
-        estimate.eigenvalues,
-        estimate.fve,
-        k_cv=k_cv,
-        fve_threshold=fve_threshold,
-        loglik_data=loglik,
-    )
+    with phase("components"):
+        k = choose_n_components(
+            n_components,
+            estimate.eigenvalues,
+            estimate.fve,
+            k_cv=k_cv,
+            fve_threshold=fve_threshold,
+            loglik_data=loglik,
+        )
     model = PACEModel(
         mean=pooled.mean,
         work_grid=numerics.work_grid,

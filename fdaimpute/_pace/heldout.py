@@ -31,7 +31,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import norm
 
-from fdaimpute._linalg import run_tasks
+from fdaimpute._linalg import group_by_count, run_tasks
 from fdaimpute._pace.scores import posterior_scores
 
 NOISE_CANDIDATES = 12
@@ -101,16 +101,20 @@ def band_terms(visible, hidden, lam, sigma2, k):
         with_cov=True,
         rest_basis=b_fit[:, k:] if rest_lam.size else np.zeros((b_fit.shape[0], 0)),
     )
-    owner = np.repeat(np.arange(off_new.size - 1), np.diff(off_new))
     phi, psi = b_new[:, :k], b_new[:, k:]
-    resid = r_new - np.einsum("hk,hk->h", phi, mean[owner])
-    kept = np.einsum("hk,hkl,hl->h", phi, cov[owner], phi)
-    weighted = cross[owner] * rest_lam[:, None]  # M Q, (h, J, K)
-    left_out = (
-        np.einsum("hk,hjk,hjl,hl->h", phi, cross[owner], weighted, phi)
-        - 2.0 * np.einsum("hk,hjk,hj->h", phi, weighted, psi)
-        + (psi**2) @ rest_lam
-    )
+    resid = np.empty(r_new.size)
+    kept = np.empty(r_new.size)
+    left_out = np.empty(r_new.size)
+    # subjects with the same number of hidden points at once, no (n_hidden,
+    # K, K) copies of their covariances
+    for rows, idx in group_by_count(off_new):
+        at = phi[idx]  # (g, m, K)
+        resid[idx] = r_new[idx] - np.einsum("gmk,gk->gm", at, mean[rows])
+        kept[idx] = np.einsum("gmk,gmk->gm", at @ cov[rows], at)
+        # phi^T (C + Q^T M Q) phi - 2 phi^T Q^T M psi + psi^T M psi
+        # = phi^T C phi + sum_j M_jj ((Q phi)_j - psi_j)^2
+        gap = at @ np.swapaxes(cross[rows], 1, 2) - psi[idx]  # (g, m, J)
+        left_out[idx] = (gap**2) @ rest_lam
     return resid, kept, left_out
 
 
@@ -153,8 +157,44 @@ def fit_band_weights(resid, kept, left_out, noise, has_rest=True):
         for x0 in starts
     ]
     best = min(fits, key=lambda fit: fit.fun)
-    weight = float(best.x[0]) if has_rest else 1.0
-    return weight, float(best.x[1]) * scale
+    x = _newton_polish(best.x, resid, kept, left_out, noise, scale)
+    weight = float(x[0]) if has_rest else 1.0
+    return weight, float(x[1]) * scale
+
+
+def _newton_polish(x, resid, kept, left_out, noise, scale, steps=6):
+    """Newton steps from L-BFGS's optimum on the parameters off their bounds.
+
+    L-BFGS stops where the likelihood stops falling by a relative ``ftol``;
+    on a flat likelihood that leaves ``tau^2`` uncertain far beyond rounding
+    (two fits of the same model whose terms differed by rounding gave
+    misfits 1e-9 apart). A few Newton steps reach the optimum to rounding.
+    """
+    x = np.array(x, dtype=np.float64)
+    directions = np.stack([left_out, np.full(resid.size, scale)])
+    for _ in range(steps):
+        var = kept + x[0] * left_out + x[1] * scale + noise
+        if not np.all(var > 0):
+            break
+        first = (1.0 / var - resid**2 / var**2) / var.size
+        second = (2.0 * resid**2 / var**3 - 1.0 / var**2) / var.size
+        grad = directions @ first
+        hess = (directions * second) @ directions.T
+        free = np.array([0.0 < x[0] < 1.0, x[1] > 0.0]) & (np.diag(hess) > 0)
+        if not free.any():
+            break
+        sub = hess[np.ix_(free, free)]
+        if np.linalg.eigvalsh(sub).min() <= 0:  # not locally convex: keep x
+            break
+        step = np.linalg.solve(sub, grad[free])
+        new = x.copy()
+        new[free] -= step
+        new = np.clip(new, [0.0, 0.0], [1.0, np.inf])
+        if np.allclose(new, x, rtol=1e-15, atol=0.0):
+            x = new
+            break
+        x = new
+    return x
 
 
 def noise_floor(evaluator, along, across, k_fixed):

@@ -31,6 +31,7 @@ from fdaimpute._pace.noise_variance import fdapace_sigma2, moment_sigma2
 from fdaimpute._pace.result import CovarianceEstimate, MeanCurve, PooledMoments
 from fdaimpute._pace.scores import posterior_scores, truncated_error_variance
 from fdaimpute._pace.surface import RotatedSmoother, smooth_surface
+from fdaimpute._timing import phase
 
 __all__ = ["DefaultNumerics", "FdapaceNumerics", "MAX_EXACT_TIMES"]
 
@@ -76,30 +77,32 @@ class _Numerics:
         -------
         PooledMoments
         """
-        ones = np.ones(times.size)
-        weight, total = bins.spread(ones), bins.spread(values)
-        total_sq = bins.spread(values * values)
-        h_mean = bw.mean_bandwidth(
-            bandwidth_mean,
-            bins,
-            (weight, total, total_sq),
-            values,
-            subject,
-            n_subjects,
-            self.kernel,
-            rng,
-        )
-        at_bins = local_linear_binned(
-            bins.centres, weight, total, bins.centres, h_mean, self.kernel
-        )
-        resid = values - bins.interpolate(at_bins)
-        moments = covariance_moments(
-            bins,
-            resid,
-            subject,
-            n_subjects,
-            include_diagonal=not self.measurement_error,
-        )
+        with phase("mean"):
+            ones = np.ones(times.size)
+            weight, total = bins.spread(ones), bins.spread(values)
+            total_sq = bins.spread(values * values)
+            h_mean = bw.mean_bandwidth(
+                bandwidth_mean,
+                bins,
+                (weight, total, total_sq),
+                values,
+                subject,
+                n_subjects,
+                self.kernel,
+                rng,
+            )
+            at_bins = local_linear_binned(
+                bins.centres, weight, total, bins.centres, h_mean, self.kernel
+            )
+            resid = values - bins.interpolate(at_bins)
+        with phase("covariance"):
+            moments = covariance_moments(
+                bins,
+                resid,
+                subject,
+                n_subjects,
+                include_diagonal=not self.measurement_error,
+            )
         mean = MeanCurve(bins.centres, weight, total, float(h_mean), self.kernel)
         return PooledMoments(
             bins, mean, at_bins, times, resid, subject, n_subjects, moments

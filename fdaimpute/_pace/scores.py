@@ -188,6 +188,17 @@ def cumulative_predictions(
     out = np.zeros((basis_new.shape[0], p))
     counts_new = np.diff(offsets_new)
     ridge = sigma2 / lam
+    # the observation-space recursion divides by sigma2: only where the
+    # noise is not negligible against the leading eigenvalue
+    noisy = p > 0 and sigma2 > OBSERVATION_SPACE_MIN_NOISE * lam.max()
+    few = np.diff(offsets_fit) * OBSERVATION_SPACE_RATIO <= p
+    few &= noisy
+
+    def predict_few(rows, obs):
+        new = (basis_new, offsets_new[rows], counts_new[rows])
+        _predict_in_observation_space(
+            resid_fit[obs], basis_fit[obs], new, lam, sigma2, out
+        )
 
     def predict(rows, obs):
         # each task writes the rows of its own subjects only
@@ -210,8 +221,76 @@ def cumulative_predictions(
             contrib = np.swapaxes(sol[..., 1:], 1, 2) * sol[:, None, :, 0]
             out[idx] = np.cumsum(contrib, axis=2)
 
-    run_tasks(predict, chunks_by_count(offsets_fit))
+    # (``few`` depends on the count alone: a group is wholly in or out)
+    size = OBSERVATION_SPACE_CHUNK
+    run_tasks(
+        predict_few,
+        [c for c in chunks_by_count(offsets_fit, size) if few[c[0][0]]],
+    )
+    run_tasks(predict, [c for c in chunks_by_count(offsets_fit) if not few[c[0][0]]])
     return out
+
+
+#: The held-out predictions of every ``K`` come from the recursion in
+#: observation space for subjects with ``m`` visible points when ``m`` times
+#: this is at most ``p`` (it costs ``p m^2`` per subject against the ``p^3 / 3``
+#: of the ``p x p`` Cholesky factor; on 3,000 subjects with ``p = 50`` it is
+#: 3.7 times faster at ``m = 3``, 1.5 times at ``m = 8``, slower from ``m = 12``).
+OBSERVATION_SPACE_RATIO = 5
+#: Least ``sigma2 / lambda_1`` for that recursion (it starts from
+#: ``I / sigma2``; below this, rounding could grow with ``lambda_1 / sigma2``).
+OBSERVATION_SPACE_MIN_NOISE = 1e-6
+#: Subjects per task of that recursion.
+OBSERVATION_SPACE_CHUNK = 1024
+
+
+def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
+    """:func:`cumulative_predictions` of subjects with ``m`` visible points each.
+
+    With ``K`` components the prediction at a hidden time with basis row
+    ``phi_h`` is ``w_K^T S_K^{-1} r``, where ``S_K = sigma2 I + sum_{k<=K}
+    lambda_k beta_k beta_k^T`` (``beta_k``: the subject's column ``k`` of
+    the basis at its ``m`` visible times) and ``w_K = sum_{k<=K} lambda_k
+    phi_h[k] beta_k``. ``S_K^{-1}`` follows from ``S_{K-1}^{-1}`` by the
+    Sherman-Morrison formula: ``p`` updates of ``m x m`` matrices instead of
+    a ``p x p`` factorisation per subject.
+
+    Parameters
+    ----------
+    resid : ndarray of shape (g, m)
+        Visible residuals of ``g`` subjects.
+    basis : ndarray of shape (g, m, p)
+        Their basis rows.
+    hidden : tuple
+        ``(basis_new, starts_new, counts_new)``: the basis rows of all hidden
+        points (``(n_new_obs, p)``), where each of these subjects' hidden
+        points start there and how many there are (``(g,)`` each).
+    lam : ndarray of shape (p,)
+    sigma2 : float
+    out : ndarray of shape (n_new_obs, p)
+        Written at the rows of these subjects' hidden points.
+    """
+    basis_new, starts_new, counts_new = hidden
+    g, m, p = basis.shape
+    inverse = np.broadcast_to(np.eye(m) / sigma2, (g, m, m)).copy()
+    solved = resid / sigma2  # S_K^{-1} r
+    z = np.empty((g, p, m))
+    for k in range(p):
+        beta = basis[:, :, k]
+        u = np.einsum("gij,gj->gi", inverse, beta)
+        denom = 1.0 / lam[k] + np.einsum("gi,gi->g", beta, u)
+        inverse -= u[:, :, None] * (u / denom[:, None])[:, None, :]
+        solved = solved - u * (np.einsum("gi,gi->g", u, resid) / denom)[:, None]
+        z[:, k] = solved
+    weighted = np.swapaxes(basis, 1, 2) * lam[:, None]  # lambda_k beta_k, (g, p, m)
+    for m_new in np.unique(counts_new):
+        if m_new == 0:
+            continue
+        sel = np.flatnonzero(counts_new == m_new)
+        idx = starts_new[sel][:, None] + np.arange(m_new)
+        phi = basis_new[idx]  # (s, m_new, p)
+        w = np.cumsum(phi[..., None] * weighted[sel][:, None], axis=2)
+        out[idx] = np.einsum("shkm,skm->shk", w, z[sel])
 
 
 def _forward_substitution(chol, rhs):

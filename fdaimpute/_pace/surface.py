@@ -215,7 +215,9 @@ class RotatedSmoother:
             out[m0::2, cols] = left[m0::2] @ kv[cols].T
         return out[self._out]
 
-    def __call__(self, h_along, h_across, *, ridge=True, return_hat=False):
+    def __call__(
+        self, h_along, h_across, *, ridge=True, return_hat=False, symmetric=True
+    ):
         """Smoothed covariance on ``work_grid x work_grid``.
 
         With ``ridge`` the fit is quadratic across the diagonal near it and
@@ -229,6 +231,9 @@ class RotatedSmoother:
 
         With ``return_hat``, also the weight of a unit raw covariance at each
         output point on the fit there (the smoother's diagonal, for GCV).
+        ``symmetric=False`` returns the fit as it is, not averaged with its
+        transpose (for a cross-covariance, whose raw products are not
+        symmetric).
         """
         ku = _kernel_matrices(self.u_in, self.u_out, h_along, self.kernel, 2)
         kv = _kernel_matrices(
@@ -260,7 +265,8 @@ class RotatedSmoother:
             )
             if return_hat:
                 hat[near] += weight[near] * (_hat(mat[near]) - hat[near])
-        fit = 0.5 * (fit + fit.T)
+        if symmetric:
+            fit = 0.5 * (fit + fit.T)
         return (fit, hat) if return_hat else fit
 
 

@@ -1,0 +1,547 @@
+"""Several functional variables per subject, each observed at its own times."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from fdaimpute._coerce import check_not_datetime
+from fdaimpute._flat import check_storage
+from fdaimpute._frames import require_pandas
+from fdaimpute._ids import (
+    check_ids,
+    codes_by_first_appearance,
+    missing_mask,
+    subject_label,
+)
+from fdaimpute._multivariate_frames import (
+    flat_from_columns,
+    flat_from_variable_column,
+    subject_covariates,
+)
+from fdaimpute.data import IrregularData
+
+__all__ = ["MultivariateIrregularData"]
+
+
+class MultivariateIrregularData:
+    """Subjects with ``p`` functional variables, each observed at its own times.
+
+    Observations are stored flat, like :class:`~fdaimpute.IrregularData`,
+    with one more array: the variable of each observation (an integer code
+    into ``variables``). Subject ``i`` owns the slice ``offsets[i]:offsets[i
+    + 1]`` of ``times``, ``values`` and ``variable``, sorted by variable and
+    then by time. A subject needs at least one observation of some
+    variable; it may never be observed on another (that variable is then
+    imputed from the others).
+
+    The container behaves like a sequence of subjects (``len``, indexing by
+    integer arrays, slices and boolean masks), so it splits with
+    scikit-learn's tools. Univariate imputers refuse it; use
+    :class:`~fdaimpute.MultivariatePACEImputer`.
+
+    Parameters
+    ----------
+    times, values : array-like of shape (n_obs,)
+        Observation times and values, concatenated by subject.
+    variable : array-like of int of shape (n_obs,)
+        Variable of each observation, ``0 <= variable < len(variables)``.
+    offsets : array-like of shape (n_subjects + 1,)
+        Start of each subject's observations.
+    variables : array-like of str, default=None
+        Variable names; default ``"x0", "x1", ...`` (as many as the largest
+        code needs).
+    ids : array-like of shape (n_subjects,), default=None
+        Subject labels; default ``0 .. n_subjects - 1``.
+    covariates : mapping of str to array-like, default=None
+        Subject-level covariates, one value per subject (numbers or
+        categories), stored as given.
+    duplicates : {"raise", "average"}, default="raise"
+        Two observations of one variable of a subject at one time: refuse
+        them, or average them.
+
+    Attributes
+    ----------
+    times, values : ndarray of float64
+    variable : ndarray of int64
+    offsets : ndarray of int64
+    ids : ndarray
+    variables : ndarray of str
+    covariates : dict of str to ndarray
+        Each of shape (n_subjects,); empty without covariates.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from fdaimpute.multivariate import MultivariateIrregularData
+    >>> df = pd.DataFrame({
+    ...     "id": ["a", "a", "a", "b"], "time": [0.1, 0.5, 0.5, 0.2],
+    ...     "variable": ["bmi", "bmi", "sbp", "sbp"],
+    ...     "value": [24.0, 25.0, 120.0, 135.0]})
+    >>> data = MultivariateIrregularData.from_long(df)
+    >>> data.variables.tolist(), data.ids.tolist()
+    (['bmi', 'sbp'], ['a', 'b'])
+    >>> data.counts.tolist()
+    [[2, 1], [0, 1]]
+    """
+
+    def __init__(
+        self,
+        times,
+        values,
+        variable,
+        offsets,
+        variables=None,
+        ids=None,
+        covariates=None,
+        *,
+        duplicates="raise",
+    ):
+        if duplicates not in ("raise", "average"):
+            raise ValueError("duplicates must be 'raise' or 'average'")
+        check_not_datetime(times, "times")
+        times = np.asarray(times, dtype=np.float64).ravel()
+        variable = np.asarray(variable)
+        if variable.dtype.kind not in "iu":
+            raise TypeError(f"variable must hold integer codes, got {variable.dtype}")
+        variable = variable.astype(np.int64).ravel()
+        if variables is None:
+            n_var = int(variable.max()) + 1 if variable.size else 1
+            variables = [f"x{j}" for j in range(n_var)]
+        variables = np.asarray(variables, dtype=object)
+        if variables.ndim != 1 or variables.size < 1:
+            raise ValueError("variables must be a non-empty list of names")
+        if len(set(variables.tolist())) != variables.size:
+            raise ValueError(f"variable names repeat: {variables.tolist()}")
+        if variable.size != times.size:
+            raise ValueError(
+                f"times and variable differ in length: {times.size} != {variable.size}"
+            )
+        bad = (variable < 0) | (variable >= variables.size)
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"observation {j} has variable code {variable[j]}, outside "
+                f"0..{variables.size - 1} ({variables.size} variables)"
+            )
+        _check_finite(times, values, variable, offsets, ids, variables)
+        times, values, offsets, ids = check_storage(times, values, offsets, ids)
+        (
+            self.times,
+            self.values,
+            self.variable,
+            self.offsets,
+        ) = _sort_within_subjects(
+            times, values, variable, offsets, ids, variables, duplicates
+        )
+        self.ids = ids
+        self.variables = variables
+        self.covariates = _check_covariates(covariates, self.offsets.size - 1)
+
+    # ------------------------------------------------------------------ #
+    # constructors
+    @classmethod
+    def from_long(
+        cls,
+        df,
+        id="id",
+        time="time",
+        variable="variable",
+        value="value",
+        *,
+        covariates=None,
+        duplicates="raise",
+    ):
+        """Build from a long table with a variable column.
+
+        One row per observation: subject, time, the variable's name and its
+        value. Subjects and variables appear in order of first appearance.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame or mapping of column name to array
+            The table.
+        id, time, variable, value : str
+            Column names.
+        covariates : list of str, default=None
+            Columns holding subject-level covariates (constant within a
+            subject; a ValueError names the first subject where one is not).
+        duplicates : {"raise", "average"}, default="raise"
+            See :class:`MultivariateIrregularData`.
+
+        Returns
+        -------
+        MultivariateIrregularData
+        """
+        t, y, var, names, subject, ids = flat_from_variable_column(
+            df, id, time, variable, value
+        )
+        covs = subject_covariates(df, covariates, id) if covariates else None
+        return cls._from_rows(t, y, var, names, subject, ids, covs, duplicates)
+
+    @classmethod
+    def from_columns(
+        cls, df, variables, id="id", time="time", *, covariates=None, duplicates="raise"
+    ):
+        """Build from a long table with one column per variable.
+
+        One row per subject and time; a variable's column holds ``NaN``
+        where it was not measured then. Rows where no variable was measured
+        are skipped.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame or mapping of column name to array
+            The table.
+        variables : list of str
+            The variables' columns.
+        id, time : str
+            Column names of the subject label and the time.
+        covariates : list of str, default=None
+            Columns holding subject-level covariates (see :meth:`from_long`).
+        duplicates : {"raise", "average"}, default="raise"
+            See :class:`MultivariateIrregularData`.
+
+        Returns
+        -------
+        MultivariateIrregularData
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from fdaimpute.multivariate import MultivariateIrregularData
+        >>> df = {"id": [1, 1, 2], "time": [0.0, 1.0, 0.5],
+        ...       "alb": [3.5, np.nan, 4.1], "bili": [1.2, 1.4, np.nan],
+        ...       "sex": ["f", "f", "m"]}
+        >>> data = MultivariateIrregularData.from_columns(
+        ...     df, ["alb", "bili"], covariates=["sex"])
+        >>> data.counts.tolist(), data.covariates["sex"].tolist()
+        ([[1, 2], [1, 0]], ['f', 'm'])
+        """
+        t, y, var, names, subject, ids = flat_from_columns(df, id, time, variables)
+        covs = subject_covariates(df, covariates, id) if covariates else None
+        return cls._from_rows(t, y, var, names, subject, ids, covs, duplicates)
+
+    @classmethod
+    def _from_rows(cls, t, y, var, names, subject, ids, covs, duplicates):
+        """The container from per-row arrays and subject codes (rows of ``df``)."""
+        order = np.argsort(subject, kind="stable")
+        counts = np.bincount(subject, minlength=ids.size)
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        empty = np.flatnonzero(counts == 0)
+        if empty.size:
+            raise ValueError(
+                f"{subject_label(ids, int(empty[0]))} has no measured value of "
+                f"any variable ({', '.join(map(str, names))})"
+            )
+        return cls(
+            t[order],
+            y[order],
+            var[order],
+            offsets,
+            names,
+            ids,
+            covs,
+            duplicates=duplicates,
+        )
+
+    @classmethod
+    def from_variables(cls, parts, *, covariates=None):
+        """Combine one univariate data set per variable, matching subjects by id.
+
+        Parameters
+        ----------
+        parts : mapping of str to IrregularData
+            Each variable's observations. Subjects appear in order of first
+            appearance over the parts, in order; a subject absent from a
+            part is never observed on that variable.
+        covariates : mapping of str to array-like, default=None
+            One value per subject of the result.
+
+        Returns
+        -------
+        MultivariateIrregularData
+
+        Examples
+        --------
+        >>> from fdaimpute import IrregularData
+        >>> from fdaimpute.multivariate import MultivariateIrregularData
+        >>> a = IrregularData.from_lists([[0, 1], [0.5]], [[1.0, 2.0], [3.0]],
+        ...                              ids=["x", "y"])
+        >>> b = IrregularData.from_lists([[0.2]], [[9.0]], ids=["z"])
+        >>> data = MultivariateIrregularData.from_variables({"a": a, "b": b})
+        >>> data.ids.tolist(), data.counts.tolist()
+        (['x', 'y', 'z'], [[2, 0], [1, 0], [0, 1]])
+        """
+        if not parts:
+            raise ValueError("no variables given")
+        names = list(parts)
+        for name, part in parts.items():
+            if not isinstance(part, IrregularData):
+                raise TypeError(
+                    f"variable {name!r}: expected an IrregularData, got "
+                    f"{type(part).__name__}"
+                )
+        labels = np.concatenate(
+            [np.repeat(parts[n].ids, parts[n].n_obs) for n in names]
+        )
+        subject, ids = codes_by_first_appearance(np.asarray(labels, dtype=object))
+        ids = check_ids(ids, ids.size)
+        t = np.concatenate([parts[n].times for n in names])
+        y = np.concatenate([parts[n].values for n in names])
+        var = np.repeat(np.arange(len(names)), [parts[n].times.size for n in names])
+        order = np.argsort(subject, kind="stable")
+        counts = np.bincount(subject, minlength=ids.size)
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        return cls(t[order], y[order], var[order], offsets, names, ids, covariates)
+
+    # ------------------------------------------------------------------ #
+    # views
+    @property
+    def n_variables(self):
+        """Number of variables ``p``."""
+        return self.variables.size
+
+    @property
+    def n_subjects(self):
+        """Number of subjects."""
+        return self.offsets.size - 1
+
+    @property
+    def shape(self):
+        """``(n_subjects,)``, so that scikit-learn indexes this like an array."""
+        return (self.n_subjects,)
+
+    @property
+    def n_obs(self):
+        """Number of observations of each subject (all variables), shape (n,)."""
+        return np.diff(self.offsets)
+
+    @property
+    def subject_index(self):
+        """Subject position of each observation, shape (n_obs,)."""
+        return np.repeat(np.arange(self.n_subjects), self.n_obs)
+
+    @property
+    def counts(self):
+        """Observations of each subject on each variable, shape (n, p)."""
+        cell = self.subject_index * self.n_variables + self.variable
+        return np.bincount(cell, minlength=self.n_subjects * self.n_variables).reshape(
+            self.n_subjects, self.n_variables
+        )
+
+    @property
+    def time_range(self):
+        """``(min, max)`` of all observation times."""
+        return float(self.times.min()), float(self.times.max())
+
+    def variable_index(self, name):
+        """The code of a variable given by name (or by code)."""
+        if isinstance(name, numbers.Integral) and not isinstance(name, bool):
+            if not 0 <= name < self.n_variables:
+                raise IndexError(f"variable {name} out of range")
+            return int(name)
+        hits = np.flatnonzero(self.variables == name)
+        if not hits.size:
+            raise KeyError(
+                f"no variable {name!r}; variables are {self.variables.tolist()}"
+            )
+        return int(hits[0])
+
+    def variable_data(self, name):
+        """One variable as an IrregularData, and the rows of its subjects.
+
+        Parameters
+        ----------
+        name : str or int
+            The variable's name or code.
+
+        Returns
+        -------
+        data : IrregularData
+            The subjects observed on this variable (at least once), with
+            their ids.
+        rows : ndarray of int
+            Their positions in this container.
+        """
+        j = self.variable_index(name)
+        keep = self.variable == j
+        subject = self.subject_index[keep]
+        rows, counts = np.unique(subject, return_counts=True)
+        if not rows.size:
+            raise ValueError(f"variable {self.variables[j]!r} is never observed")
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        data = IrregularData(
+            self.times[keep], self.values[keep], offsets, self.ids[rows]
+        )
+        return data, rows
+
+    def to_long(self, id="id", time="time", variable="variable", value="value"):
+        """A long ``pandas.DataFrame``: one row per observation (and covariates)."""
+        pd = require_pandas("MultivariateIrregularData.to_long")
+        subject = self.subject_index
+        frame = {
+            id: self.ids[subject],
+            time: self.times.copy(),
+            variable: self.variables[self.variable],
+            value: self.values.copy(),
+        }
+        for name, col in self.covariates.items():
+            frame[name] = np.asarray(col)[subject]
+        return pd.DataFrame(frame)
+
+    # ------------------------------------------------------------------ #
+    # sequence protocol
+    def __len__(self):
+        return self.n_subjects
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            if len(key) == 2 and key[1] is Ellipsis:
+                key = key[0]
+            else:
+                raise IndexError("MultivariateIrregularData supports one index")
+        n = len(self)
+        if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+            i = int(key) + n if key < 0 else int(key)
+            if not 0 <= i < n:
+                raise IndexError(f"subject index {key} out of range for {n} subjects")
+            lo, hi = self.offsets[i], self.offsets[i + 1]
+            return self.times[lo:hi], self.values[lo:hi], self.variable[lo:hi]
+        if isinstance(key, slice):
+            return self.take(np.arange(n)[key])
+        key = np.asarray(key)
+        if key.dtype == bool:
+            if key.shape != (n,):
+                raise IndexError(
+                    f"boolean mask of shape {key.shape} does not match {n} subjects"
+                )
+            return self.take(np.flatnonzero(key))
+        if key.dtype.kind in "iu" or key.size == 0:
+            idx = key.astype(np.int64).ravel()
+            if idx.size and (idx.max() >= n or idx.min() < -n):
+                raise IndexError(f"subject index out of range for {n} subjects")
+            return self.take(np.where(idx < 0, idx + n, idx))
+        raise IndexError(f"cannot index subjects with dtype {key.dtype}")
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def take(self, indices):
+        """The subjects at ``indices`` (integer positions), in that order."""
+        indices = np.asarray(indices, dtype=np.int64)
+        counts = self.n_obs[indices]
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        starts = self.offsets[indices]
+        flat = np.repeat(starts - offsets[:-1], counts) + np.arange(offsets[-1])
+        new = object.__new__(type(self))
+        new.times = self.times[flat]
+        new.values = self.values[flat]
+        new.variable = self.variable[flat]
+        new.offsets = offsets
+        new.ids = self.ids[indices]
+        new.variables = self.variables
+        new.covariates = {k: v[indices] for k, v in self.covariates.items()}
+        return new
+
+    def __eq__(self, other):
+        if not isinstance(other, MultivariateIrregularData):
+            return NotImplemented
+        same = all(
+            np.array_equal(getattr(self, a), getattr(other, a))
+            for a in ("offsets", "times", "values", "variable", "ids", "variables")
+        )
+        return (
+            same
+            and self.covariates.keys() == other.covariates.keys()
+            and all(
+                np.array_equal(self.covariates[k], other.covariates[k])
+                for k in self.covariates
+            )
+        )
+
+    __hash__ = None
+
+    def __repr__(self):
+        n = len(self)
+        per_var = self.counts.sum(axis=0)
+        parts = ", ".join(
+            f"{name}: {c}" for name, c in zip(self.variables.tolist(), per_var)
+        )
+        return (
+            f"MultivariateIrregularData({n} subjects, {self.n_variables} "
+            f"variables ({parts} observations))"
+        )
+
+
+def _check_finite(times, values, variable, offsets, ids, variables):
+    """Name the subject and variable of the first non-finite time or value."""
+    values = np.asarray(values)
+    offsets = np.asarray(offsets)
+    if values.shape != times.shape or values.dtype.kind not in "biuf":
+        return  # check_storage says what is wrong
+    if offsets.ndim != 1 or offsets.size < 1 or offsets[-1] != times.size:
+        return
+    bad = ~(np.isfinite(times) & np.isfinite(values.astype(np.float64)))
+    if not bad.any():
+        return
+    j = int(np.flatnonzero(bad)[0])
+    n = offsets.size - 1
+    i = int(np.searchsorted(offsets, j, side="right") - 1)
+    labels = None if ids is None else check_ids(ids, n)
+    what = "time" if not np.isfinite(times[j]) else "value"
+    raise ValueError(
+        f"{subject_label(labels, i)} has a non-finite {what} on variable "
+        f"{variables[variable[j]]!r} (time {times[j]}, value {values[j]})"
+    )
+
+
+def _sort_within_subjects(times, values, variable, offsets, ids, variables, rule):
+    """Sort each subject's observations by variable, then time; handle repeats.
+
+    Returns ``(times, values, variable, offsets)``.
+    """
+    n = offsets.size - 1
+    subject = np.repeat(np.arange(n), np.diff(offsets))
+    order = np.lexsort((times, variable, subject))
+    times, values, variable = times[order], values[order], variable[order]
+    same = (
+        (np.diff(times) == 0)
+        & (variable[1:] == variable[:-1])
+        & (subject[1:] == subject[:-1])
+    )
+    if not same.any():
+        return times, values, variable, offsets
+    if rule == "raise":
+        j = int(np.flatnonzero(same)[0])
+        raise ValueError(
+            f"{subject_label(ids, int(subject[j]))} has two observations of "
+            f"variable {variables[variable[j]]!r} at time {times[j]}; pass "
+            "duplicates='average' to average them"
+        )
+    starts = np.concatenate([[True], ~same])
+    group = np.cumsum(starts) - 1
+    values = np.bincount(group, weights=values) / np.bincount(group)
+    times, variable, subject = times[starts], variable[starts], subject[starts]
+    offsets = np.searchsorted(subject, np.arange(n + 1))
+    return times, values, variable, offsets
+
+
+def _check_covariates(covariates, n):
+    """Covariates as a dict of arrays with one entry per subject."""
+    if covariates is None:
+        return {}
+    out = {}
+    for name, col in dict(covariates).items():
+        arr = np.asarray(col)
+        if arr.ndim != 1 or arr.shape[0] != n:
+            raise ValueError(
+                f"covariate {name!r} must have one value per subject: expected "
+                f"{n}, got shape {arr.shape}"
+            )
+        if arr.dtype.kind == "O" and missing_mask(arr).all():
+            raise ValueError(f"covariate {name!r} is missing for every subject")
+        out[str(name)] = arr
+    return out

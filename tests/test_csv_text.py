@@ -1,0 +1,115 @@
+"""The CSV text of the command's output: pandas' text, numbers read back exactly."""
+
+import csv
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fdaimpute as fi
+from fdaimpute._csv_text import field, long_rows, wide_rows
+from fdaimpute.cli import main
+from fdaimpute.pace import PACEImputer
+
+# numbers whose shortest text is awkward: tiny, huge, negative zero, ties
+AWKWARD = [0.1, 1 / 3, -0.0, 1e-300, 5e-324, 1.7976931348623157e308, 1e16, -2.5e-7]
+
+
+def _read(text):
+    """Rows of CSV text as strings, numbers parsed by Python (exact)."""
+    return list(csv.reader(io.StringIO(text)))
+
+
+def _matrix(rng, n, p):
+    values = rng.normal(size=(n, p)) * 10.0 ** rng.integers(-8, 8, size=(n, p))
+    values.flat[: len(AWKWARD)] = AWKWARD
+    return values
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_wide_text_is_pandas_text(header):
+    rng = np.random.default_rng(0)
+    values = _matrix(rng, 30, 7)
+    values[3, 2] = np.inf
+    ids = np.array(
+        ["007", "7", 'say "hi"', "a,b", "line\nbreak"] + list("xyz") * 8 + ["q"]
+    )
+    ids = ids[:30]
+    names = ["id"] + [f"t={t}" for t in range(7)]
+    frame = pd.DataFrame(values, columns=names[1:])
+    frame.insert(0, "id", ids)
+    want = frame.to_csv(None, index=False, header=header)
+    assert wide_rows(ids, values, names if header else None) == want
+
+
+def test_wide_numbers_read_back_exactly_and_missing_values_stay_missing():
+    rng = np.random.default_rng(1)
+    values = _matrix(rng, 40, 5)
+    values[[2, 7], [0, 4]] = np.nan
+    ids = np.arange(40).astype(str)
+    text = wide_rows(ids, values, ["id", "a", "b", "c", "d", "e"])
+    rows = _read(text)[1:]
+    assert [row[0] for row in rows] == ids.tolist()
+    got = np.array([[float(v) if v else np.nan for v in row[1:]] for row in rows])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(values))
+    same = ~np.isnan(values)
+    assert np.array_equal(got[same], values[same])  # bit for bit
+    assert np.signbit(got.flat[2]) and got.flat[2] == 0.0  # -0.0 kept
+
+
+def test_long_text_is_pandas_text():
+    rng = np.random.default_rng(2)
+    ids = np.array(["b", "a", "0012"], dtype=object)
+    grid = np.linspace(0, 1, 4)
+    curves, std = _matrix(rng, 3, 4), rng.random((3, 4))
+    frame = pd.DataFrame(
+        {
+            "who": np.repeat(ids, 4),
+            "when": np.tile(grid, 3),
+            "y": curves.ravel(),
+            "std": std.ravel(),
+        }
+    )
+    want = frame.to_csv(None, index=False)
+    assert long_rows(ids, grid, [curves, std], ["who", "when", "y", "std"]) == want
+
+
+def test_fields_are_quoted_only_where_needed():
+    assert field("plain") == "plain"
+    assert field("a,b") == '"a,b"'
+    assert field('say "hi"') == '"say ""hi"""'
+    assert field(7) == "7"
+    assert field(0.1) == "0.1"
+    assert field(np.float64(2.5)) == "2.5"
+    assert field(np.int64(12)) == "12"
+
+
+@pytest.mark.parametrize("layout", ["wide", "long"])
+def test_command_output_reads_back_as_the_curves(tmp_path, layout):
+    sim = fi.simulate.sand_paper(n=120, n_obs="3-5", random_state=0)
+    path = tmp_path / "obs.csv"
+    sim.train.data.to_long().to_csv(path, index=False)
+    out, timings = tmp_path / "out.csv", tmp_path / "timings.json"
+    params = ["--param", "bandwidth_cov=0.1", "--param", "n_components=3"]
+    args = ["impute", str(path), "-o", str(out), "--method", "pace", *params]
+    main([*args, "--std", "--format", layout, "--timings", str(timings)])
+    read = fi.IrregularData.read_csv(path)
+    grid = np.linspace(*read.time_range, 101)
+    pace = PACEImputer(bandwidth_cov=0.1, n_components=3, grid=grid).fit(read)
+    curves, std = pace.transform(read, return_std=True)
+    rows = _read(out.read_text())[1:]
+    got = np.array([[float(v) for v in row[1:]] for row in rows])
+    if layout == "wide":
+        assert np.array_equal(got, np.concatenate([curves, std], axis=1))
+    else:
+        assert np.array_equal(
+            got,
+            np.column_stack([np.tile(grid, len(read)), curves.ravel(), std.ravel()]),
+        )
+    seconds = json.loads(timings.read_text())
+    phases = {"import", "read", "bins", "mean", "covariance", "transform", "write"}
+    assert phases <= set(seconds)
+    parts = sum(v for k, v in seconds.items() if k != "total")
+    assert parts <= seconds["total"]

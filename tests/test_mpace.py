@@ -1,0 +1,240 @@
+"""MultivariatePACEImputer: known answers, borrowing strength, output, persistence."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.linear_model import Ridge
+from sklearn.pipeline import make_pipeline
+
+import fdaimpute as fi
+from fdaimpute import PACEImputer
+from fdaimpute.mpace import MultivariatePACEImputer
+from fdaimpute.multivariate import MultivariateIrregularData
+
+
+def _hide(data, j, rows):
+    """``data`` with variable ``j`` removed from the subjects at ``rows``."""
+    drop = (data.variable == j) & np.isin(data.subject_index, rows)
+    counts = np.bincount(data.subject_index[~drop], minlength=len(data))
+    return MultivariateIrregularData(
+        data.times[~drop],
+        data.values[~drop],
+        data.variable[~drop],
+        np.concatenate([[0], np.cumsum(counts)]),
+        data.variables,
+        data.ids,
+    )
+
+
+def _mse(a, b):
+    return float(np.mean((a - b) ** 2))
+
+
+@pytest.fixture(scope="module")
+def shared():
+    sim = fi.simulate.multivariate_gaussian(
+        n=700, split=(0.8, 0.0, 0.2), random_state=0
+    )
+    imp = MultivariatePACEImputer(random_state=0, pace_params={"n_work_grid": 51})
+    return sim, imp.fit(sim.train.data)
+
+
+def test_one_variable_is_univariate_pace():
+    sim = fi.simulate.sand_paper(n=200, n_obs="5-8", random_state=1)
+    train, test = sim.train.data, sim.test.data
+    uni = PACEImputer(random_state=0, n_work_grid=51).fit(train)
+    multi = MultivariatePACEImputer(random_state=0, pace_params={"n_work_grid": 51})
+    multi.fit(MultivariateIrregularData.from_variables({"y": train}))
+    mtest = MultivariateIrregularData.from_variables({"y": test})
+    assert multi.n_components_ == uni.n_components_
+    curves, std = uni.transform(test, return_std=True)
+    m_curves, m_std = multi.transform(mtest, return_std=True)
+    assert np.abs(m_curves - curves).max() < 1e-10
+    assert np.abs(m_std - std).max() < 1e-10
+    assert np.abs(multi.derivative(mtest) - uni.derivative(test)).max() < 1e-9
+    flat = multi.predict_at(mtest)
+    assert np.abs(flat.values - uni.predict_at(test).values).max() < 1e-10
+
+
+def _correlation(fit):
+    """Root mean square of ``C_01`` over that of ``sqrt(C_00(s, s) C_11(t, t))``."""
+    var = [np.diag(u.covariance_) for u in fit.univariate_[:2]]
+    cross = fit.cross_covariances_[(0, 1)]
+    return np.sqrt(np.mean(cross**2) / np.mean(np.outer(var[0], var[1])))
+
+
+def test_independent_variables_have_no_cross_covariance_and_univariate_curves(
+    shared,
+):
+    sim = fi.simulate.multivariate_gaussian(
+        n=500,
+        n_obs=["6-10", "6-10"],
+        n_variables=2,
+        coupling="independent",
+        split=(0.8, 0.0, 0.2),
+        random_state=2,
+    )
+    imp = MultivariatePACEImputer(random_state=0, pace_params={"n_work_grid": 51})
+    imp.fit(sim.train.data)
+    # true values 0 and 0.54; the sampling error with 400 subjects is ~0.05
+    assert _correlation(imp) < 0.1
+    assert _correlation(shared[1]) > 0.4
+    test = sim.test.data
+    curves = imp.transform_3d(test)
+    for j in range(2):
+        part, rows = test.variable_data(j)
+        alone = imp.univariate_[j].transform(part)
+        truth = sim.test.truth[rows, j]
+        # the joint fit differs from the univariate one by the estimation
+        # error of a zero cross-covariance and of K, not in accuracy
+        assert _mse(curves[rows, j], alone) < 0.2 * _mse(alone, truth)
+        assert _mse(curves[rows, j], truth) < 1.15 * _mse(alone, truth)
+
+
+def test_sparse_variable_borrows_from_the_dense_ones(shared):
+    sim, imp = shared
+    test = sim.test.data
+    oracle = fi.oracle.MultivariateConditionalMean(sim.process, grid=imp.grid_)
+    g = imp.grid_.size
+    truth = sim.test.truth[:, 0]
+    multi = _mse(imp.transform(test)[:, :g], truth)
+    best = _mse(oracle.transform(test)[:, :g], truth)
+    part, rows = test.variable_data(0)
+    assert rows.size == len(test)
+    uni = _mse(imp.univariate_[0].transform(part), truth)
+    assert multi < uni / 5
+    assert multi < 2.5 * best
+
+
+def test_never_observed_variable_is_imputed_from_the_others_with_a_wider_band(
+    shared,
+):
+    sim, imp = shared
+    test = sim.test.data
+    rows = np.arange(0, len(test), 2)
+    hidden = _hide(test, 0, rows)
+    assert (hidden.counts[rows, 0] == 0).all()
+    seen, seen_sd = imp.transform_3d(test, return_std=True)
+    blind, blind_sd = imp.transform_3d(hidden, return_std=True)
+    truth = sim.test.truth[rows, 0]
+    assert (blind_sd[rows, 0].mean(axis=1) > seen_sd[rows, 0].mean(axis=1)).all()
+    # still far better than the mean, which knows nothing of the subject
+    mean = imp.mean_[: imp.grid_.size]
+    assert _mse(blind[rows, 0], truth) < 0.3 * _mse(mean, truth)
+    # subjects that kept the variable are unchanged
+    kept = np.setdiff1d(np.arange(len(test)), rows)
+    assert np.allclose(blind[kept], seen[kept])
+
+
+def test_rows_follow_subjects_and_layout_is_variable_major(shared):
+    sim, imp = shared
+    test = sim.test.data
+    order = np.arange(len(test))[::-1]
+    curves = imp.transform(test)
+    assert curves.shape == (len(test), 3 * imp.grid_.size)
+    assert np.allclose(imp.transform(test[order]), curves[order])
+    three = imp.transform_3d(test)
+    assert np.array_equal(three, curves.reshape(len(test), 3, -1))
+    frame = imp.set_output(transform="pandas").transform(test)
+    imp.set_output(transform="default")
+    assert frame.index.tolist() == test.ids.tolist()
+    assert frame.columns.names == ["variable", "time"]
+    assert np.array_equal(frame["x1"].to_numpy(), three[:, 1])
+    names = imp.get_feature_names_out()
+    assert names[imp.grid_.size] == "x1:t=0"
+    # a long frame and a re-ordered variable list give the same answer
+    long = test.to_long()
+    assert np.allclose(imp.transform(long), curves)
+    swapped = MultivariateIrregularData.from_long(long.iloc[::-1])
+    assert swapped.variables.tolist() != ["x0", "x1", "x2"]
+    assert np.allclose(imp.transform(swapped)[::-1], curves)
+    with pytest.raises(ValueError, match="not seen in fit"):
+        imp.transform(long.assign(variable=long["variable"].replace("x2", "bmi")))
+
+
+def test_derivative_matches_finite_differences(shared):
+    sim, imp = shared
+    test = sim.test.data[:5]
+    grid = np.linspace(0.1, 0.9, 9)
+    eps = 1e-5
+    slope = imp.derivative(test, grid=grid)
+    numeric = (
+        imp.transform(test, grid=grid + eps) - imp.transform(test, grid=grid - eps)
+    ) / (2 * eps)
+    assert np.allclose(slope, numeric, rtol=1e-4, atol=1e-4)
+
+
+def test_save_load_round_trip(shared, tmp_path):
+    sim, imp = shared
+    path = tmp_path / "mpace.fdaimpute"
+    imp.save(path)
+    back = MultivariatePACEImputer.load(path)
+    test = sim.test.data
+    a, sa = imp.transform(test, return_std=True)
+    b, sb = back.transform(test, return_std=True)
+    assert np.array_equal(a, b) and np.array_equal(sa, sb)
+    assert back.variables_ == imp.variables_
+
+
+def test_pipeline_takes_the_variable_major_features(shared):
+    sim, imp = shared
+    y = sim.train.scores[:, 0]
+    fixed = {"n_work_grid": 31, "bandwidth_cov": (0.5, 0.05), "n_components": 6}
+    imputer = MultivariatePACEImputer(n_components=6, pace_params=fixed)
+    model = make_pipeline(imputer, Ridge())
+    model.fit(sim.train.data[:200], y[:200])
+    assert model.predict(sim.test.data).shape == (len(sim.test.data),)
+
+
+def test_bad_input_and_parameters_are_refused():
+    sim = fi.simulate.multivariate_gaussian(n=60, random_state=0)
+    with pytest.raises(TypeError, match="MultivariateIrregularData"):
+        MultivariatePACEImputer().fit(sim.train.data.variable_data(0)[0])
+    with pytest.raises(ValueError, match="pace_params cannot set"):
+        MultivariatePACEImputer(pace_params={"grid": 5}).fit(sim.train.data)
+    with pytest.raises(ValueError, match="fdapace_compat"):
+        MultivariatePACEImputer(pace_params={"fdapace_compat": True}).fit(
+            sim.train.data
+        )
+    one = pd.DataFrame(
+        {"id": [0, 0, 1], "time": [0.1, 0.2, 0.3], "variable": "a", "value": 1.0}
+    ).assign(value=[1.0, 2.0, 0.5])
+    two = one.assign(variable="b", id=one["id"] + 2)
+    disjoint = MultivariateIrregularData.from_long(
+        pd.concat([one, two, one.assign(id=9, variable="a")])
+    )
+    with pytest.raises(ValueError):
+        MultivariatePACEImputer().fit(disjoint)
+
+
+def test_refinement_lowers_the_error_of_every_variable(shared):
+    sim, imp = shared
+    plain = MultivariatePACEImputer(
+        random_state=0, refine_steps=0, pace_params={"n_work_grid": 51}
+    ).fit(sim.train.data)
+    assert plain.n_components_ == imp.n_components_
+    truth = sim.test.truth
+    refined = imp.transform_3d(sim.test.data)
+    smoothed = plain.transform_3d(sim.test.data)
+    for j in range(3):
+        assert _mse(refined[:, j], truth[:, j]) < 0.95 * _mse(
+            smoothed[:, j], truth[:, j]
+        )
+    # the refined noise variances approach the truth
+    true = sim.process.noise_sd**2
+    assert np.all(np.abs(imp.noise_variance_ / true - 1) < 0.25)
+
+
+def test_keep_observed_puts_each_variables_values_back(shared):
+    sim, imp = shared
+    test = sim.test.data[:4]
+    imp.set_params(keep_observed=True)
+    try:
+        curves, std = imp.transform_3d(test, return_std=True)
+    finally:
+        imp.set_params(keep_observed=False)
+    col = np.searchsorted(imp.grid_, test.times)
+    who, var = test.subject_index, test.variable
+    assert np.array_equal(curves[who, var, col], test.values)
+    assert (std[who, var, col] == 0).all()
+    assert (std > 0).sum() == std.size - test.times.size

@@ -1,0 +1,75 @@
+"""Held-out predictions for every K: the two algorithms against a direct solve."""
+
+import numpy as np
+import pytest
+
+from fdaimpute._pace import scores
+from fdaimpute._pace.scores import cumulative_predictions
+
+
+def _problem(counts, counts_new, p, seed=0):
+    rng = np.random.default_rng(seed)
+    off = np.concatenate([[0], np.cumsum(counts)])
+    off_new = np.concatenate([[0], np.cumsum(counts_new)])
+    basis = rng.normal(size=(off[-1], p))
+    basis_new = rng.normal(size=(off_new[-1], p))
+    resid = rng.normal(size=off[-1])
+    lam = np.geomspace(1.0, 1e-3, p)
+    return resid, basis, off, basis_new, off_new, lam
+
+
+def _direct(resid, basis, off, basis_new, off_new, lam, sigma2):
+    """Each subject and K alone: Phi_h Lambda Phi^T (Phi Lambda Phi^T + s2 I)^-1 r."""
+    out = np.zeros((basis_new.shape[0], lam.size))
+    for i in range(off.size - 1):
+        b, r = basis[off[i] : off[i + 1]], resid[off[i] : off[i + 1]]
+        h = basis_new[off_new[i] : off_new[i + 1]]
+        for k in range(1, lam.size + 1):
+            cov = (b[:, :k] * lam[:k]) @ b[:, :k].T + sigma2 * np.eye(len(r))
+            weights = np.linalg.solve(cov, r)
+            out[off_new[i] : off_new[i + 1], k - 1] = (
+                h[:, :k] * lam[:k] @ b[:, :k].T @ weights
+            )
+    return out
+
+
+@pytest.mark.parametrize("sigma2", [0.5, 1e-3])
+def test_both_algorithms_give_the_direct_predictions(monkeypatch, sigma2):
+    # visible counts 0-12 (some in observation space, some not), hidden 0-3
+    counts = np.array([0, 1, 2, 3, 3, 4, 7, 12, 2, 5])
+    counts_new = np.array([1, 2, 0, 1, 3, 1, 2, 1, 2, 0])
+    problem = _problem(counts, counts_new, p=15)
+    want = _direct(*problem, sigma2)
+    # the Cholesky factor's jitter (1e-10 of its trace) costs some digits
+    cholesky_tol = dict(rtol=1e-5, atol=1e-6)
+    got = cumulative_predictions(*problem, sigma2)
+    np.testing.assert_allclose(got, want, **cholesky_tol)
+    few = np.repeat(counts * scores.OBSERVATION_SPACE_RATIO <= 15, counts_new)
+    np.testing.assert_allclose(got[few], want[few], rtol=1e-9, atol=1e-9)
+    # every subject through the p x p Cholesky factor
+    monkeypatch.setattr(scores, "OBSERVATION_SPACE_RATIO", 10**6)
+    np.testing.assert_allclose(
+        cumulative_predictions(*problem, sigma2), want, **cholesky_tol
+    )
+    # every subject through the observation-space recursion
+    monkeypatch.setattr(scores, "OBSERVATION_SPACE_RATIO", 0)
+    np.testing.assert_allclose(
+        cumulative_predictions(*problem, sigma2), want, rtol=1e-9, atol=1e-9
+    )
+
+
+def test_recursion_is_not_used_without_noise(monkeypatch):
+    """With sigma2 ~ 0 the recursion (which starts from I / sigma2) stands aside."""
+    used = []
+    recursion = scores._predict_in_observation_space
+
+    def spy(*args):
+        used.append(args[1].shape)
+        return recursion(*args)
+
+    monkeypatch.setattr(scores, "_predict_in_observation_space", spy)
+    problem = _problem(np.full(6, 3), np.full(6, 1), p=20)
+    cumulative_predictions(*problem, 1e-12)
+    assert not used
+    cumulative_predictions(*problem, 0.1)
+    assert used
