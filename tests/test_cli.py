@@ -72,6 +72,8 @@ def test_impute_long_format(long_csv, tmp_path):
             "age",
             "--value",
             "bmi",
+            "--method",
+            "kernel",
         ]
     )
     curves = pd.read_csv(out)
