@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 # check_not_datetime, is_datetime_like, subject_label, as_id_array and
@@ -23,11 +21,12 @@ from fdaimpute._ids import (  # noqa: F401
     check_ids,
     subject_label,
 )
+from fdaimpute._ragged import RaggedSubjects
 
 __all__ = ["IrregularData"]
 
 
-class IrregularData:
+class IrregularData(RaggedSubjects):
     """Irregularly sampled curves: subject ``i`` observed at its own times.
 
     Observations are stored flat, like a CSR matrix: ``times[offsets[i]:
@@ -270,80 +269,13 @@ class IrregularData:
         return dense_from_flat(self, grid)
 
     # ------------------------------------------------------------------ #
-    # sequence protocol
-    @property
-    def n_obs(self):
-        """Number of observations of each subject, shape (n_subjects,)."""
-        return np.diff(self.offsets)
-
-    @property
-    def n_subjects(self):
-        """Number of subjects."""
-        return self.offsets.size - 1
-
-    @property
-    def shape(self):
-        """``(n_subjects,)``, so that scikit-learn indexes this like an array."""
-        return (self.n_subjects,)
-
-    @property
-    def subject_index(self):
-        """Subject position of each observation, shape (n_obs,)."""
-        return np.repeat(np.arange(self.n_subjects), self.n_obs)
-
-    @property
-    def time_range(self):
-        """``(min, max)`` of all observation times."""
-        return float(self.times.min()), float(self.times.max())
-
-    def __len__(self):
-        return self.n_subjects
-
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
-
-    def __getitem__(self, key):
-        if isinstance(key, tuple):
-            if len(key) == 2 and key[1] is Ellipsis:
-                key = key[0]
-            else:
-                raise IndexError("IrregularData supports one index (subjects)")
-        if isinstance(key, numbers.Integral) and not isinstance(key, bool):
-            n = len(self)
-            i = int(key) + n if key < 0 else int(key)
-            if not 0 <= i < n:
-                raise IndexError(f"subject index {key} out of range for {n} subjects")
-            lo, hi = self.offsets[i], self.offsets[i + 1]
-            return self.times[lo:hi], self.values[lo:hi]
-        if isinstance(key, slice):
-            idx = np.arange(len(self))[key]
-        else:
-            key = np.asarray(key)
-            if key.dtype == bool:
-                if key.shape != (len(self),):
-                    raise IndexError(
-                        f"boolean mask of shape {key.shape} does not match "
-                        f"{len(self)} subjects"
-                    )
-                idx = np.flatnonzero(key)
-            elif key.dtype.kind in "iu" or key.size == 0:
-                idx = key.astype(np.int64).ravel()
-                n = len(self)
-                if idx.size and (idx.max() >= n or idx.min() < -n):
-                    raise IndexError(f"subject index out of range for {n} subjects")
-                idx = np.where(idx < 0, idx + n, idx)
-            else:
-                raise IndexError(f"cannot index subjects with dtype {key.dtype}")
-        return self.take(idx)
+    # one subject and subsets (sizes and indexing: RaggedSubjects)
+    def _subject(self, rows):
+        return self.times[rows], self.values[rows]
 
     def take(self, indices):
         """Return the subjects at ``indices`` (integer positions) in that order."""
-        indices = np.asarray(indices, dtype=np.int64)
-        counts = self.n_obs[indices]
-        offsets = np.concatenate([[0], np.cumsum(counts)])
-        starts = self.offsets[indices]
-        flat = np.repeat(starts - offsets[:-1], counts) + np.arange(offsets[-1])
+        indices, offsets, flat = self._gather(indices)
         new = object.__new__(type(self))
         new.times = self.times[flat]
         new.values = self.values[flat]

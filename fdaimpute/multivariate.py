@@ -20,12 +20,13 @@ from fdaimpute._multivariate_frames import (
     flat_from_variable_column,
     subject_covariates,
 )
+from fdaimpute._ragged import RaggedSubjects
 from fdaimpute.data import IrregularData
 
 __all__ = ["MultivariateIrregularData"]
 
 
-class MultivariateIrregularData:
+class MultivariateIrregularData(RaggedSubjects):
     """Subjects with ``p`` functional variables, each observed at its own times.
 
     Observations are stored flat, like :class:`~fdaimpute.IrregularData`,
@@ -304,37 +305,12 @@ class MultivariateIrregularData:
         return self.variables.size
 
     @property
-    def n_subjects(self):
-        """Number of subjects."""
-        return self.offsets.size - 1
-
-    @property
-    def shape(self):
-        """``(n_subjects,)``, so that scikit-learn indexes this like an array."""
-        return (self.n_subjects,)
-
-    @property
-    def n_obs(self):
-        """Number of observations of each subject (all variables), shape (n,)."""
-        return np.diff(self.offsets)
-
-    @property
-    def subject_index(self):
-        """Subject position of each observation, shape (n_obs,)."""
-        return np.repeat(np.arange(self.n_subjects), self.n_obs)
-
-    @property
     def counts(self):
         """Observations of each subject on each variable, shape (n, p)."""
         cell = self.subject_index * self.n_variables + self.variable
         return np.bincount(cell, minlength=self.n_subjects * self.n_variables).reshape(
             self.n_subjects, self.n_variables
         )
-
-    @property
-    def time_range(self):
-        """``(min, max)`` of all observation times."""
-        return float(self.times.min()), float(self.times.max())
 
     def variable_index(self, name):
         """The code of a variable given by name (or by code)."""
@@ -392,50 +368,13 @@ class MultivariateIrregularData:
         return pd.DataFrame(frame)
 
     # ------------------------------------------------------------------ #
-    # sequence protocol
-    def __len__(self):
-        return self.n_subjects
-
-    def __getitem__(self, key):
-        if isinstance(key, tuple):
-            if len(key) == 2 and key[1] is Ellipsis:
-                key = key[0]
-            else:
-                raise IndexError("MultivariateIrregularData supports one index")
-        n = len(self)
-        if isinstance(key, numbers.Integral) and not isinstance(key, bool):
-            i = int(key) + n if key < 0 else int(key)
-            if not 0 <= i < n:
-                raise IndexError(f"subject index {key} out of range for {n} subjects")
-            lo, hi = self.offsets[i], self.offsets[i + 1]
-            return self.times[lo:hi], self.values[lo:hi], self.variable[lo:hi]
-        if isinstance(key, slice):
-            return self.take(np.arange(n)[key])
-        key = np.asarray(key)
-        if key.dtype == bool:
-            if key.shape != (n,):
-                raise IndexError(
-                    f"boolean mask of shape {key.shape} does not match {n} subjects"
-                )
-            return self.take(np.flatnonzero(key))
-        if key.dtype.kind in "iu" or key.size == 0:
-            idx = key.astype(np.int64).ravel()
-            if idx.size and (idx.max() >= n or idx.min() < -n):
-                raise IndexError(f"subject index out of range for {n} subjects")
-            return self.take(np.where(idx < 0, idx + n, idx))
-        raise IndexError(f"cannot index subjects with dtype {key.dtype}")
-
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
+    # one subject and subsets (sizes and indexing: RaggedSubjects)
+    def _subject(self, rows):
+        return self.times[rows], self.values[rows], self.variable[rows]
 
     def take(self, indices):
         """The subjects at ``indices`` (integer positions), in that order."""
-        indices = np.asarray(indices, dtype=np.int64)
-        counts = self.n_obs[indices]
-        offsets = np.concatenate([[0], np.cumsum(counts)])
-        starts = self.offsets[indices]
-        flat = np.repeat(starts - offsets[:-1], counts) + np.arange(offsets[-1])
+        indices, offsets, flat = self._gather(indices)
         new = object.__new__(type(self))
         new.times = self.times[flat]
         new.values = self.values[flat]
