@@ -47,22 +47,45 @@ def eigen_analysis(cov, grid, *, max_components, rule="trapezoid"):
     phi : ndarray of shape (G, min(max_components, len(values)))
         Eigenfunctions of the leading eigenvalues.
     """
-    w = quadrature_weights(grid, rule)
-    root = np.sqrt(w)
+    values, phi = weighted_eigenpairs(
+        cov,
+        quadrature_weights(grid, rule),
+        max_components,
+        "the smoothed covariance has no positive eigenvalue; the data "
+        "show no variation between subjects (zero variance?)",
+    )
+    phi = phi / np.sqrt(trapezoid(phi**2, grid))
+    return values, phi
+
+
+def weighted_eigenpairs(cov, weights, max_components, empty_message):
+    """Positive eigenvalues and leading eigenvectors of a quadrature operator.
+
+    The operator ``C diag(weights)``, solved in its symmetric form
+    ``W^1/2 C W^1/2``.
+
+    Returns
+    -------
+    values : ndarray
+        All positive eigenvalues, decreasing.
+    phi : ndarray of shape (G, min(max_components, len(values)))
+        The operator's eigenvectors of the leading ones, not normalised.
+
+    Raises
+    ------
+    ValueError
+        ``empty_message``, when no eigenvalue is positive.
+    """
+    root = np.sqrt(weights)
     values, vectors = eigh(cov * root[:, None] * root[None, :])
     order = np.argsort(values)[::-1]
     values, vectors = values[order], vectors[:, order]
     positive = values > 0
     if not positive.any():
-        raise ValueError(
-            "the smoothed covariance has no positive eigenvalue; the data "
-            "show no variation between subjects (zero variance?)"
-        )
+        raise ValueError(empty_message)
     values = values[positive]
     k = min(int(max_components), values.size)
-    phi = vectors[:, :k] / root[:, None]
-    phi = phi / np.sqrt(trapezoid(phi**2, grid))
-    return values, phi
+    return values, vectors[:, :k] / root[:, None]
 
 
 def trapezoid(y, x):

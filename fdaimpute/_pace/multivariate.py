@@ -25,11 +25,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import eigh
 
 from fdaimpute._interpolate import spline_columns
 from fdaimpute._pace.binning import CovMoments
-from fdaimpute._pace.eigen import orient_by_peak, quadrature_weights, trapezoid
+from fdaimpute._pace.eigen import (
+    orient_by_peak,
+    quadrature_weights,
+    trapezoid,
+    weighted_eigenpairs,
+)
 from fdaimpute._pace.joint import posterior_scores_by_variable
 from fdaimpute._pace.scores import cumulative_predictions, truncated_error_variance
 from fdaimpute._pace.surface import RotatedSmoother
@@ -163,22 +167,18 @@ def joint_eigen(blocks, grids, scales, max_components):
     fve : ndarray
         Cumulative fraction of variance explained (of all positive ones).
     """
-    root = np.sqrt(np.concatenate([quadrature_weights(g, "trapezoid") for g in grids]))
+    weights = np.concatenate([quadrature_weights(g, "trapezoid") for g in grids])
     scale = np.concatenate([np.full(g.size, s) for g, s in zip(grids, scales)])
     cov = np.block(blocks) / np.outer(scale, scale)
     cov = 0.5 * (cov + cov.T)
-    values, vectors = eigh(cov * root[:, None] * root[None, :])
-    order = np.argsort(values)[::-1]
-    values, vectors = values[order], vectors[:, order]
-    positive = values > 0
-    if not positive.any():
-        raise ValueError(
-            "the joint covariance has no positive eigenvalue; the data show "
-            "no variation between subjects"
-        )
-    values = values[positive]
-    k = min(int(max_components), values.size)
-    phi = vectors[:, :k] / root[:, None]
+    values, phi = weighted_eigenpairs(
+        cov,
+        weights,
+        max_components,
+        "the joint covariance has no positive eigenvalue; the data show "
+        "no variation between subjects",
+    )
+    k = phi.shape[1]
     norm = np.zeros(k)
     start = 0
     for g in grids:
