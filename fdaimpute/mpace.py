@@ -31,7 +31,6 @@ from fdaimpute._params import (
     validate_params,
 )
 from fdaimpute._validation import (
-    check_in_range,
     check_magnitudes,
     check_times_in_range,
     is_long_frame,
@@ -261,13 +260,6 @@ class MultivariatePACEImputer(BaseImputer):
             data.ids,
             data.covariates,
         )
-
-    def _check_transform_input(self, X):
-        check_is_fitted(self, "grid_")
-        data = self._validate_input(X, reset=False)
-        check_magnitudes(data)
-        check_in_range(data, self.time_range_, extrapolate=self._extrapolation())
-        return data
 
     # ------------------------------------------------------------------ #
     # fitting
