@@ -63,7 +63,10 @@ def test_each_candidate_surface_smoothed_once(monkeypatch):
     smooth = numerics.DefaultNumerics.smooth
     band_terms = cv.band_terms
 
+    seen = []  # kept alive, so that no two moments share an id()
+
     def counting_smooth(self, moments, bandwidth, smoother=None):
+        seen.append(moments)
         smoothed[(id(moments), tuple(float(b) for b in bandwidth))] += 1
         return smooth(self, moments, bandwidth, smoother)
 
