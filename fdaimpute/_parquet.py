@@ -1,0 +1,142 @@
+"""Parquet files: long tables in, imputed curves out (needs ``pyarrow``).
+
+Ids are read as text, as :meth:`IrregularData.read_csv
+<fdaimpute.IrregularData.read_csv>` reads them, so that the same table gives
+the same subjects from either format. Curves are written a block of subjects
+at a time, one row group per block, into a temporary file that replaces the
+target only once complete.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+__all__ = [
+    "is_parquet",
+    "long_batches",
+    "read_long",
+    "require_pyarrow",
+    "write_curve_blocks",
+]
+
+SUFFIXES = (".parquet", ".pq", ".parq")
+
+
+def is_parquet(path):
+    """Whether ``path`` names a Parquet file (by its suffix) or a folder of them."""
+    path = os.fspath(path)
+    if path.lower().endswith(SUFFIXES):
+        return True
+    return os.path.isdir(path) and any(
+        name.lower().endswith(SUFFIXES) for name in os.listdir(path)
+    )
+
+
+def require_pyarrow(what):
+    """Import ``pyarrow.parquet``, or raise an ImportError saying who needs it."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - exercised only without pyarrow
+        raise ImportError(
+            f"{what} needs pyarrow: pip install 'fdaimpute[parquet]'"
+        ) from None
+    return pq
+
+
+def _check_columns(path, found, wanted):
+    for role, name in zip(("id", "time", "value"), wanted):
+        if name not in found:
+            raise ValueError(
+                f"column {name!r} (the {role} column) is not in {path}; "
+                f"columns are {list(found)}"
+            )
+
+
+def _as_frame(table, id_column):
+    """A pyarrow table as pandas, the id column as text."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ids = table.column(id_column)
+    if not (pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)):
+        if pa.types.is_dictionary(ids.type):
+            ids = ids.cast(ids.type.value_type)
+        ids = pc.cast(ids, pa.string())
+        where = table.schema.get_field_index(id_column)
+        table = table.set_column(where, id_column, ids)
+    return table.to_pandas()
+
+
+def read_long(path, columns):
+    """The long table of a Parquet file (or folder) as pandas, ids as text.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file, or a folder of files read as one table.
+    columns : tuple of str
+        The id, time and value column names.
+    """
+    pq = require_pyarrow("reading Parquet")
+    schema = pq.read_schema(path) if not os.path.isdir(path) else None
+    if schema is not None:
+        _check_columns(path, schema.names, columns)
+        table = pq.read_table(path, columns=list(columns))
+    else:
+        table = pq.read_table(path)
+        _check_columns(path, table.column_names, columns)
+        table = table.select(list(columns))
+    return _as_frame(table, columns[0])
+
+
+def long_batches(path, columns, batch_size):
+    """The rows of one Parquet file as pandas frames of ``batch_size`` rows."""
+    pq = require_pyarrow("ParquetChunks")
+    with pq.ParquetFile(path) as handle:
+        _check_columns(path, handle.schema_arrow.names, columns)
+        import pyarrow as pa
+
+        for batch in handle.iter_batches(batch_size=batch_size, columns=list(columns)):
+            yield _as_frame(pa.Table.from_batches([batch]), columns[0])
+
+
+def curve_table(ids, grid, curves, std, layout, names):
+    """One block of curves as a pyarrow table (wide or long, as the CSV)."""
+    import pyarrow as pa
+
+    id_name, time_name, value_name = names
+    ids = np.asarray(ids).astype(str)
+    if layout == "long":
+        columns = {
+            id_name: np.repeat(ids, grid.size),
+            time_name: np.tile(grid, len(ids)),
+            value_name: curves.ravel(),
+        }
+        if std is not None:
+            columns["std" if "std" not in names else f"{value_name}_std"] = std.ravel()
+        return pa.table(columns)
+    labels = [f"t={t:.10g}" for t in grid]
+    columns = {id_name: ids}
+    columns.update(zip(labels, curves.T))
+    if std is not None:
+        columns.update(zip((f"std({n})" for n in labels), std.T))
+    return pa.table(columns)
+
+
+def write_curve_blocks(path, tables, overwrite):
+    """Write pyarrow tables (same schema) as one Parquet file, atomically."""
+    pq = require_pyarrow("writing Parquet")
+    from fdaimpute._files import atomic_path
+
+    with atomic_path(path, overwrite) as tmp:
+        writer = None
+        try:
+            for table in tables:
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema)
+                writer.write_table(table)
+        finally:
+            if writer is not None:
+                writer.close()
