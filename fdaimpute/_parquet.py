@@ -13,6 +13,8 @@ import os
 
 import numpy as np
 
+from fdaimpute._output import curve_columns
+
 __all__ = [
     "is_parquet",
     "long_batches",
@@ -106,23 +108,8 @@ def curve_table(ids, grid, curves, std, layout, names):
     """One block of curves as a pyarrow table (wide or long, as the CSV)."""
     import pyarrow as pa
 
-    id_name, time_name, value_name = names
     ids = np.asarray(ids).astype(str)
-    if layout == "long":
-        columns = {
-            id_name: np.repeat(ids, grid.size),
-            time_name: np.tile(grid, len(ids)),
-            value_name: curves.ravel(),
-        }
-        if std is not None:
-            columns["std" if "std" not in names else f"{value_name}_std"] = std.ravel()
-        return pa.table(columns)
-    labels = [f"t={t:.10g}" for t in grid]
-    columns = {id_name: ids}
-    columns.update(zip(labels, curves.T))
-    if std is not None:
-        columns.update(zip((f"std({n})" for n in labels), std.T))
-    return pa.table(columns)
+    return pa.table(curve_columns(ids, grid, curves, std, layout, names))
 
 
 def write_curve_blocks(path, tables, overwrite):
