@@ -35,7 +35,7 @@ COLUMNS = ("who", "age", "bmi")
 def client():
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
         ) as local,
         distributed.Client(local) as client,
     ):
@@ -179,3 +179,51 @@ def test_transform_job_long_with_std_and_predict_at(client, frame, fitted):
     )
     with pytest.raises(ValueError, match="layout"):
         cluster.transform(est, df, *COLUMNS, layout="tall")
+
+
+def _fit_command(path, model, *extra):
+    from fdaimpute.cli import main
+
+    columns = ["--id", "who", "--time", "age", "--value", "bmi"]
+    return main(
+        ["fit", str(path), "--method", "pace", "--save", str(model), *columns, *extra]
+    )
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv"])
+def test_cli_fit_on_a_scheduler_saves_the_whole_fit(client, frame, tmp_path, suffix):
+    from fdaimpute.persistence import load
+
+    pytest.importorskip("pyarrow")
+    path = tmp_path / f"obs.{suffix}"
+    sorted_frame = frame.sort_values("who", kind="stable")
+    if suffix == "csv":
+        sorted_frame.to_csv(path, index=False)
+    else:
+        sorted_frame.to_parquet(path, index=False, row_group_size=500)
+    address = client.scheduler.address
+    assert _fit_command(path, tmp_path / "m.fdai", "--scheduler", address) == 0
+    fitted = load(tmp_path / "m.fdai")
+    whole = PACEImputer(random_state=0).fit(
+        IrregularData.from_long(sorted_frame.astype({"who": str}), *COLUMNS)
+    )
+    _assert_same(fitted, whole)
+    np.testing.assert_allclose(fitted.grid_, whole.grid_)
+
+
+def test_cli_fit_on_workers_and_its_refusals(frame, tmp_path):
+    from fdaimpute.persistence import load
+
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "obs.parquet"
+    frame.to_parquet(path, index=False)
+    model = tmp_path / "m.fdai"
+    assert _fit_command(path, model, "--workers", "2", "--grid", "0:1:11") == 0
+    whole = PACEImputer(random_state=0, grid=np.linspace(0, 1, 11)).fit(
+        IrregularData.read_parquet(path, *COLUMNS)
+    )
+    _assert_same(load(model), whole)
+    with pytest.raises(SystemExit, match="pace only"):
+        _fit_command(path, tmp_path / "k.fdai", "--workers", "1", "--method", "kernel")
+    with pytest.raises(SystemExit, match="not both"):
+        _fit_command(path, tmp_path / "k.fdai", "--workers", "1", "--scheduler", "x")
