@@ -213,7 +213,7 @@ def _tree(dask, tasks, add):
     return tasks[0]
 
 
-def partition_passes(df, columns, duplicates="raise"):
+def partition_passes(df, columns, duplicates="raise", persist=False):
     """The survey and the runner of :func:`fdaimpute._pace.chunked.fit_passes`
     over the partitions of ``df`` (see :meth:`PACEImputer.fit_dask
     <fdaimpute.PACEImputer.fit_dask>`)."""
@@ -221,6 +221,8 @@ def partition_passes(df, columns, duplicates="raise"):
     _check_columns(df, columns)
     frames = whole_subject_frames(df, columns[0], stacklevel=6)
     parts = [dask.delayed(_irregular)(f, columns, duplicates) for f in frames]
+    if persist:
+        parts = list(dask.persist(*parts))
     places = []
 
     def survey(max_distinct):

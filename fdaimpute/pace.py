@@ -493,7 +493,16 @@ default="cv"
 
         return self._fit_in_passes(prepare)
 
-    def fit_dask(self, df, id="id", time="time", value="value", *, duplicates="raise"):
+    def fit_dask(
+        self,
+        df,
+        id="id",
+        time="time",
+        value="value",
+        *,
+        duplicates="raise",
+        persist=False,
+    ):
         """Fit on a Dask DataFrame in long form, the passes run on its workers.
 
         Each pass of :meth:`fit_chunks` runs on every partition where it
@@ -514,6 +523,11 @@ default="cv"
             <fdaimpute.IrregularData.from_long>`.
         duplicates : {"raise", "average"}, default="raise"
             What to do with two observations of a subject at one time.
+        persist : bool, default=False
+            Keep each partition's subjects in its worker's memory between
+            the passes, so that the input is read twice (once to find the
+            subjects' partitions) instead of four times; the cluster then
+            holds all the observations (24 bytes each) at once.
 
         Returns
         -------
@@ -529,7 +543,7 @@ default="cv"
         from fdaimpute.cluster import partition_passes
 
         return self._fit_in_passes(
-            lambda: partition_passes(df, (id, time, value), duplicates)
+            lambda: partition_passes(df, (id, time, value), duplicates, persist)
         )
 
     def _fit_in_passes(self, prepare):

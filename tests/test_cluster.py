@@ -86,7 +86,8 @@ def test_fit_dask_cut_through_subjects_equals_fit(client, data, frame):
     assert fitted.n_subjects_fit_ == len(data)
 
 
-def test_fit_dask_whole_subject_partitions_do_not_warn(client, frame):
+@pytest.mark.parametrize("persist", [False, True])
+def test_fit_dask_whole_subject_partitions_do_not_warn(client, frame, persist):
     whole = PACEImputer(random_state=0, n_components=3).fit(
         IrregularData.from_long(frame, *COLUMNS)
     )
@@ -95,7 +96,9 @@ def test_fit_dask_whole_subject_partitions_do_not_warn(client, frame):
     df = _cut(frame, cuts[[50, 120, 200]].tolist())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        fitted = PACEImputer(random_state=0, n_components=3).fit_dask(df, *COLUMNS)
+        fitted = PACEImputer(random_state=0, n_components=3).fit_dask(
+            df, *COLUMNS, persist=persist
+        )
     _assert_same(fitted, whole)
 
 
