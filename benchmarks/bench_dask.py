@@ -51,8 +51,8 @@ def _peak_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def write_files(folder, n_obs, rows_per_group, seed=0):
-    """The simulated table as ``obs.parquet`` and ``obs.csv`` in ``folder``."""
+def write_files(folder, n_obs, rows_per_group, seed=0, with_csv=True):
+    """The simulated table as ``obs.parquet`` (and ``obs.csv``) in ``folder``."""
     import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -64,7 +64,7 @@ def write_files(folder, n_obs, rows_per_group, seed=0):
     block = max(1, rows_per_group // N_OBS_PER_SUBJECT)
     writer = None
     width = len(str(n_subjects))  # zero-padded ids: sorted as text and as numbers
-    with open(csv, "w") as fh:
+    with open(csv if with_csv else os.devnull, "w") as fh:
         for number, start in enumerate(range(0, n_subjects, block)):
             n = min(block, n_subjects - start)
             sim = fi.simulate.sand_paper(
@@ -95,20 +95,19 @@ def write_files(folder, n_obs, rows_per_group, seed=0):
 # ---------------------------------------------------------------------- #
 # one measurement, in a process of its own
 def measure_read(path):
-    import pyarrow.parquet  # noqa: F401 - imports are not part of the read
+    import pyarrow.dataset  # noqa: F401 - imports are not part of the read
+    import pyarrow.parquet  # noqa: F401
 
     from fdaimpute import IrregularData
+    from fdaimpute._csv import read_options
     from fdaimpute._frames import require_pandas
+    from fdaimpute._parquet import read_long
 
+    pd = require_pandas("bench")
     start = time.perf_counter()
     if str(path).endswith(".csv"):
-        from fdaimpute._csv import read_options
-
-        pd = require_pandas("bench")
         frame = pd.read_csv(path, **read_options({}, "id", pd))
     else:
-        from fdaimpute._parquet import read_long
-
         frame = read_long(path, COLUMNS)
     table = time.perf_counter() - start
     data = IrregularData.from_long(frame, *COLUMNS)
@@ -181,6 +180,9 @@ def main(argv=None):
     parser.add_argument("--rows-per-group", type=int, default=250_000)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--folder", help="where to write the files (default: a temp)")
+    parser.add_argument(
+        "--what", nargs="+", choices=["fits", "reads"], default=["fits", "reads"]
+    )
     parser.add_argument("--write", action="store_true", help="update the docs")
     parser.add_argument("--one", choices=["read", "fit_chunks", "dask"])
     parser.add_argument("--path")
@@ -194,102 +196,127 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(dir=args.folder) as tmp:
         for n_obs in args.n_obs:
             start = time.perf_counter()
-            parquet, csv = write_files(Path(tmp), n_obs, args.rows_per_group)
+            with_csv = "reads" in args.what
+            parquet, csv = write_files(
+                Path(tmp), n_obs, args.rows_per_group, with_csv=with_csv
+            )
             took = time.perf_counter() - start
             print(
                 f"{n_obs:,} observations written in {took:.0f} s "
                 f"(Parquet {os.path.getsize(parquet) / 2**20:.0f} MiB, "
-                f"CSV {os.path.getsize(csv) / 2**20:.0f} MiB)",
+                f"CSV {os.path.getsize(csv) / 2**20 if with_csv else 0:.0f} MiB)",
                 flush=True,
             )
-            got = {
-                f: run_one("--one", "read", "--path", p)
-                for f, p in (("CSV", csv), ("Parquet", parquet))
-            }
-            reads.append(
-                f"| {n_obs:,} | {got['CSV']['table_s']:.1f} "
-                f"| {got['Parquet']['table_s']:.1f} "
-                f"| {got['CSV']['table_s'] / got['Parquet']['table_s']:.1f}x "
-                f"| {got['CSV']['total_s']:.1f} | {got['Parquet']['total_s']:.1f} "
-                f"| {got['CSV']['total_s'] / got['Parquet']['total_s']:.1f}x |"
-            )
-            print(reads[-1], flush=True)
-            base = run_one(
-                "--one",
-                "fit_chunks",
-                "--path",
-                parquet,
-                "--rows-per-group",
-                args.rows_per_group,
-            )
-            fits.append(
-                f"| {n_obs:,} | fit_chunks (1 process) | {base['fit_s']:.1f} | 1.00x "
-                f"| {base['peak_mib']:.0f} | - |"
-            )
-            print(fits[-1], flush=True)
-            for workers in args.workers:
-                for persist in (False, True):
-                    flags = ["--persist"] if persist else []
-                    got = run_one(
-                        "--one", "dask", "--path", parquet, "--workers", workers, *flags
-                    )
-                    gap = np.max(
-                        np.abs(np.subtract(got["eigenvalues"], base["eigenvalues"]))
-                    )
-                    peaks = ", ".join(f"{p:.0f}" for p in got["worker_peak_mib"])
-                    label = f"fit_dask, {workers} worker(s)" + (
-                        ", persist" if persist else ""
-                    )
-                    fits.append(
-                        f"| {n_obs:,} | {label} | {got['fit_s']:.1f} "
-                        f"| {base['fit_s'] / got['fit_s']:.2f}x | {peaks} "
-                        f"| cluster start {got['start_s']:.0f} s, client peak "
-                        f"{got['peak_mib']:.0f} MiB, eigenvalues within {gap:.0e} |"
-                    )
-                    print(fits[-1], flush=True)
+            if "reads" in args.what:
+                reads.append(read_row(n_obs, csv, parquet))
+                print(reads[-1], flush=True)
+            if "fits" in args.what:
+                for row in fit_rows(n_obs, parquet, args):
+                    fits.append(row)
+                    print(row, flush=True)
+    if fits:
+        report_fits(fits, args)
+    if reads:
+        report_reads(reads, args)
+    return 0
 
-    fit_table = "\n".join(
+
+def read_row(n_obs, csv, parquet):
+    got = {
+        name: run_one("--one", "read", "--path", path)
+        for name, path in (("CSV", csv), ("Parquet", parquet))
+    }
+    csv, parquet = got["CSV"], got["Parquet"]
+    return (
+        f"| {n_obs:,} | {csv['table_s']:.2f} | {parquet['table_s']:.2f} "
+        f"| {csv['table_s'] / parquet['table_s']:.1f}x "
+        f"| {csv['total_s']:.2f} | {parquet['total_s']:.2f} "
+        f"| {csv['total_s'] / parquet['total_s']:.1f}x |"
+    )
+
+
+def fit_rows(n_obs, parquet, args):
+    base = run_one(
+        "--one",
+        "fit_chunks",
+        "--path",
+        parquet,
+        "--rows-per-group",
+        args.rows_per_group,
+    )
+    yield (
+        f"| {n_obs:,} | fit_chunks (1 process) | {base['fit_s']:.1f} | 1.00x "
+        f"| {base['peak_mib']:.0f} | - |"
+    )
+    for workers in args.workers:
+        for persist in (False, True):
+            flags = ["--persist"] if persist else []
+            got = run_one(
+                "--one", "dask", "--path", parquet, "--workers", workers, *flags
+            )
+            gap = np.max(np.abs(np.subtract(got["eigenvalues"], base["eigenvalues"])))
+            peaks = ", ".join(f"{p:.0f}" for p in got["worker_peak_mib"])
+            label = f"fit_dask, {workers} worker(s)" + (", persist" if persist else "")
+            yield (
+                f"| {n_obs:,} | {label} | {got['fit_s']:.1f} "
+                f"| {base['fit_s'] / got['fit_s']:.2f}x | {peaks} "
+                f"| cluster start {got['start_s']:.0f} s, client peak "
+                f"{got['peak_mib']:.0f} MiB, eigenvalues within {gap:.0e} |"
+            )
+
+
+def report_fits(rows, args):
+    table = "\n".join(
         [
             "| observations | fit | wall (s) | speed-up | peak RSS per process "
             "(MiB) | notes |",
             "|---:|---|---:|---:|---:|---|",
-            *fits,
-        ]
-    )
-    read_table = "\n".join(
-        [
-            "| observations | CSV table (s) | Parquet table (s) | ratio "
-            "| CSV to subjects (s) | Parquet to subjects (s) | ratio |",
-            "|---:|---:|---:|---:|---:|---:|---:|",
-            *reads,
+            *rows,
         ]
     )
     print()
-    print(fit_table)
-    print()
-    print(read_table)
+    print(table)
     if args.write:
         body = (
             "The SAND paper's process, "
             f"{N_OBS_PER_SUBJECT} observations per subject at continuous times, "
             "written sorted by id as one Parquet file (row groups of "
-            f"{args.rows_per_group:,} rows) and as CSV. Defaults of "
+            f"{args.rows_per_group:,} rows). Defaults of "
             "`PACEImputer(random_state=0)` (cross-validated bandwidths, K and "
-            "noise floor). `fit_chunks` reads `ParquetChunks` in one process; "
-            "`fit_dask` runs on a `LocalCluster` of worker processes with one "
-            "thread each, reading the same file with `dask.dataframe.read_parquet` "
-            "(one partition per row group); its wall time leaves out starting the "
-            "cluster (the notes give it). Peak RSS includes the imports (about "
-            "300 MiB). Each measurement ran in a fresh process; the machine's two "
-            "cores were shared with other jobs, so compare within one run only.\n\n"
-            + fit_table
-            + "\n\nReading the whole file: the table alone, then made into "
-            "subjects (`IrregularData.read_csv` / `read_parquet`).\n\n"
-            + read_table
-            + "\n"
+            "noise floor). `fit_chunks` reads `ParquetChunks` (chunks of a row "
+            "group) in one process; `fit_dask` runs on a `LocalCluster` of "
+            "worker processes with one thread each, reading the same file with "
+            "`dask.dataframe.read_parquet` (one partition per row group); its "
+            "wall time leaves out starting the cluster (the notes give it). Peak "
+            "RSS is per process and includes the imports. Each measurement ran "
+            "in a fresh process; the machine's two cores were shared with other "
+            "jobs (and, for Dask, between the workers and the client), so "
+            "compare within one run only.\n\n" + table + "\n"
         )
-        write_section("dask", "PACE on a Dask cluster; Parquet against CSV", body)
-    return 0
+        write_section("dask", "PACE on a Dask cluster", body)
+
+
+def report_reads(rows, args):
+    table = "\n".join(
+        [
+            "| observations | CSV table (s) | Parquet table (s) | ratio "
+            "| CSV to subjects (s) | Parquet to subjects (s) | ratio |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+            *rows,
+        ]
+    )
+    print()
+    print(table)
+    if args.write:
+        body = (
+            "The same table (ids as zero-padded text, times and values as "
+            "float64) read whole from CSV (`pandas.read_csv` with the options "
+            "of `IrregularData.read_csv`) and from Parquet (`pyarrow`, as "
+            "`IrregularData.read_parquet` reads it), then made into subjects "
+            "(`IrregularData.from_long`, common to both); imports excluded, "
+            "each read in a fresh process.\n\n" + table + "\n"
+        )
+        write_section("parquet-read", "Reading Parquet against CSV", body)
 
 
 if __name__ == "__main__":

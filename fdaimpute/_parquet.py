@@ -13,8 +13,6 @@ import os
 
 import numpy as np
 
-from fdaimpute._output import curve_columns
-
 __all__ = [
     "is_parquet",
     "long_batches",
@@ -107,6 +105,8 @@ def long_batches(path, columns, batch_size):
 def curve_table(ids, grid, curves, std, layout, names):
     """One block of curves as a pyarrow table (wide or long, as the CSV)."""
     import pyarrow as pa
+
+    from fdaimpute._output import curve_columns
 
     ids = np.asarray(ids).astype(str)
     return pa.table(curve_columns(ids, grid, curves, std, layout, names))

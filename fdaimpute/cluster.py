@@ -130,6 +130,12 @@ def _check_columns(df, columns):
             )
 
 
+def _summaries(dask, df, id_column):
+    """Each partition's :func:`_summary`, reading the id column alone."""
+    ids = df[[id_column]].to_delayed()
+    return dask.compute(*[dask.delayed(_summary)(p, id_column) for p in ids])
+
+
 def whole_subject_frames(df, id="id", stacklevel=2):
     """The partitions of ``df`` as pandas frames of whole subjects (delayed).
 
@@ -154,7 +160,7 @@ def whole_subject_frames(df, id="id", stacklevel=2):
     """
     dask, _ = require_dask("whole_subject_frames")
     parts = df.to_delayed()
-    summaries = dask.compute(*[dask.delayed(_summary)(p, id) for p in parts])
+    summaries = _summaries(dask, df, id)
     plan = _plan(summaries)
     if plan is None:
         warnings.warn(
@@ -164,8 +170,9 @@ def whole_subject_frames(df, id="id", stacklevel=2):
             UserWarning,
             stacklevel=stacklevel,
         )
-        parts = df.sort_values(id).to_delayed()
-        summaries = dask.compute(*[dask.delayed(_summary)(p, id) for p in parts])
+        df = df.sort_values(id)
+        parts = df.to_delayed()
+        summaries = _summaries(dask, df, id)
         plan = _plan(summaries)
         if plan is None:  # pragma: no cover - a sort puts each id in one place
             raise RuntimeError(f"sorting by {id!r} left subjects split")
