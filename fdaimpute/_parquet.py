@@ -17,6 +17,7 @@ __all__ = [
     "is_parquet",
     "long_batches",
     "read_long",
+    "read_storage",
     "require_pyarrow",
     "write_curve_blocks",
 ]
@@ -54,19 +55,41 @@ def _check_columns(path, found, wanted):
             )
 
 
-def _as_frame(table, id_column):
-    """A pyarrow table as pandas, the id column as text."""
+def _text_ids(ids):
+    """A pyarrow id column as text (numbers written as they read)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    ids = table.column(id_column)
-    if not (pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)):
-        if pa.types.is_dictionary(ids.type):
-            ids = ids.cast(ids.type.value_type)
-        ids = pc.cast(ids, pa.string())
-        where = table.schema.get_field_index(id_column)
-        table = table.set_column(where, id_column, ids)
+    if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type):
+        return ids
+    if pa.types.is_dictionary(ids.type):
+        ids = ids.cast(ids.type.value_type)
+    return pc.cast(ids, pa.string())
+
+
+def _as_frame(table, id_column):
+    """A pyarrow table as pandas, the id column as text."""
+    where = table.schema.get_field_index(id_column)
+    table = table.set_column(where, id_column, _text_ids(table.column(id_column)))
     return table.to_pandas()
+
+
+def _read_table(path, columns):
+    pq = require_pyarrow("reading Parquet")
+    if os.path.isdir(path):
+        table = pq.read_table(path)
+        _check_columns(path, table.column_names, columns)
+        return table.select(list(columns))
+    _check_columns(path, pq.read_schema(path).names, columns)
+    return pq.read_table(path, columns=list(columns))
+
+
+def _is_plain_number(column):
+    import pyarrow as pa
+
+    kind = column.type
+    number = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+    return number and not column.null_count
 
 
 def read_long(path, columns):
@@ -79,16 +102,33 @@ def read_long(path, columns):
     columns : tuple of str
         The id, time and value column names.
     """
-    pq = require_pyarrow("reading Parquet")
-    schema = pq.read_schema(path) if not os.path.isdir(path) else None
-    if schema is not None:
-        _check_columns(path, schema.names, columns)
-        table = pq.read_table(path, columns=list(columns))
-    else:
-        table = pq.read_table(path)
-        _check_columns(path, table.column_names, columns)
-        table = table.select(list(columns))
-    return _as_frame(table, columns[0])
+    return _as_frame(_read_table(path, columns), columns[0])
+
+
+def read_storage(path, columns):
+    """IrregularData's storage of a long Parquet table, or its pandas frame.
+
+    Where the ids have no gaps and the times and values are plain numbers
+    (the usual case) the subjects are found by Arrow's hash of the ids, in
+    order of first appearance, without a Python object per row; returns
+    ``(times, values, offsets, ids)``. Otherwise returns the table as
+    pandas, for :meth:`IrregularData.from_long
+    <fdaimpute.IrregularData.from_long>` to check and report.
+    """
+    table = _read_table(path, columns)
+    ids, times, values = (table.column(name) for name in columns)
+    plain = table.num_rows > 0 and not ids.null_count
+    if not (plain and _is_plain_number(times) and _is_plain_number(values)):
+        return _as_frame(table, columns[0])
+    encoded = _text_ids(ids).combine_chunks().dictionary_encode()
+    subject = encoded.indices.to_numpy()
+    labels = encoded.dictionary.to_numpy(zero_copy_only=False)
+    order = np.argsort(subject, kind="stable")
+    counts = np.bincount(subject, minlength=labels.size)
+    t = times.to_numpy().astype(np.float64)
+    y = values.to_numpy().astype(np.float64)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return t[order], y[order], offsets, labels.astype(object)
 
 
 def long_batches(path, columns, batch_size):

@@ -248,7 +248,7 @@ class IrregularData(RaggedSubjects):
         >>> data.ids.tolist(), data.n_obs.tolist()
         (['7', '8'], [2, 1])
         """
-        from fdaimpute._parquet import read_long
+        from fdaimpute._parquet import read_storage
 
         duplicates = kwargs.pop("duplicates", "raise")
         if kwargs:
@@ -256,7 +256,9 @@ class IrregularData(RaggedSubjects):
                 f"read_parquet got unexpected arguments {sorted(kwargs)}; it takes "
                 "the column names and duplicates"
             )
-        df = read_long(path, (id, time, value))
+        df = read_storage(path, (id, time, value))
+        if isinstance(df, tuple):
+            return cls(*df, duplicates=duplicates)
         if len(df) == 0:
             raise ValueError(
                 f"{path} has no observations; it needs one row per observation "

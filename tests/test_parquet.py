@@ -63,6 +63,38 @@ def test_read_parquet_reports_a_missing_column_and_no_rows(tmp_path, files):
         IrregularData.read_parquet(empty, sep=";")
 
 
+def test_read_parquet_fast_path_equals_from_long_on_odd_types(tmp_path):
+    frame = pd.DataFrame(
+        {
+            "id": pd.Categorical(["b", "a", "b", "c", "a"]),
+            "time": np.array([3, 1, 2, 0, 5], dtype=np.int32),
+            "value": np.array([1.5, 2.0, -1.0, 0.25, 4.0], dtype=np.float32),
+        }
+    )
+    path = tmp_path / "odd.parquet"
+    frame.to_parquet(path)
+    expected = IrregularData.from_long(frame.astype({"id": str}))
+    got = IrregularData.read_parquet(path)
+    assert got == expected
+    assert got.ids.tolist() == ["b", "a", "c"]
+
+
+def test_read_parquet_gaps_are_reported_as_from_long_reports_them(tmp_path):
+    path = tmp_path / "gaps.parquet"
+    frame = pd.DataFrame({"id": ["a", None, "b"], "time": [0.0, 1, 2], "value": 1.0})
+    frame.to_parquet(path)
+    with pytest.raises(ValueError, match="missing subject ids"):
+        IrregularData.read_parquet(path)
+    frame = pd.DataFrame({"id": ["a", "a", "b"], "time": [0.0, 1, 2]})
+    frame["value"] = pd.array([1.0, None, 2.0], dtype="Float64")
+    frame.to_parquet(path)
+    with pytest.raises(ValueError) as gap:
+        IrregularData.read_parquet(path)
+    with pytest.raises(ValueError) as same:
+        IrregularData.from_long(frame)
+    assert str(gap.value) == str(same.value)
+
+
 def test_read_parquet_reads_a_folder_as_one_table(table, tmp_path):
     folder = tmp_path / "parts"
     folder.mkdir()
