@@ -68,6 +68,12 @@ def markdown_table(rows, columns, formats=None):
 def write_section(name, title, body, measured_on=None):
     """Replace (or append) the section ``name`` of docs/benchmarks.md.
 
+    The section is replaced where its markers are; a name not on the page is
+    appended at its end. Superseded sections live on the archive page
+    (docs/benchmarks-archive.md), which this never reads or writes: a re-run of
+    an archived name appends a new, current section to docs/benchmarks.md, by
+    design, and it is moved under its question by hand.
+
     ``measured_on`` names the machine that measured what a table made from
     saved rows shows (default: this one).
     """

@@ -32,7 +32,7 @@ COMMON_PARAMS_DOC = """
         derivative is ``b' + g * (f' - b')``, so curves stay C1). The
         network's own curve is trained on the data as without a base (a
         correction trained only on what the base leaves, a small and noisy
-        remainder, did not learn: docs/benchmarks.md). The untrained
+        remainder, did not learn: docs/benchmarks-archive.md). The untrained
         network is the base: it is scored on the validation subjects before
         the first epoch, so an epoch replaces it only if its held-out error
         is lower;
@@ -47,10 +47,10 @@ COMMON_PARAMS_DOC = """
         Without validation subjects (``validation_fraction=0``) the epoch is
         chosen by training loss and none of this holds. ``None``: the
         network alone. PACE is the default base because with it the
-        networks were never more than 0.5% above PACE's held-out error on
-        the real data sets scored, and at or below the network alone on the
-        non-linear processes, while the network alone was 4-25% above PACE
-        on the real data and the paper's process (``docs/benchmarks.md``);
+        networks were within 1.1% of PACE's held-out error on the real data
+        sets scored, and at or below the network alone on the non-linear
+        processes, while the network alone was 4-18% above PACE on the real
+        data and the paper's process (``docs/benchmarks.md``);
         it costs one PACE fit, seconds.
     d_model : int, default=None
         Width of the transformer's tokens.
