@@ -79,7 +79,7 @@ class CSVChunks:
             **kwargs,
         )
         with reader:
-            yield from whole_subjects(reader, self.columns, pd)
+            yield from _whole_subjects(reader, self.columns, pd)
 
 
 class ParquetChunks:
@@ -123,14 +123,14 @@ class ParquetChunks:
         """Yield IrregularData chunks of whole subjects, in file order."""
         pd = require_pandas("ParquetChunks")
         blocks = long_batches(self.path, self.columns, self.chunksize)
-        yield from whole_subjects(blocks, self.columns, pd)
+        yield from _whole_subjects(blocks, self.columns, pd)
 
 
-def whole_subjects(blocks, columns, pd):
+def _whole_subjects(blocks, columns, pd):
     """IrregularData chunks of whole subjects from long frames sorted by id.
 
     The rows of the last subject of a block are held back and joined to the
-    next block; the order of the ids is checked (:func:`_check_sorted`).
+    next block; the order of the ids is checked (``_check_sorted``).
     """
     id_col = columns[0]
     held, order = None, None
