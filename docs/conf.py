@@ -53,7 +53,11 @@ numpydoc_class_members_toctree = False
 # signatures are not resolved, ours must be.
 nitpicky = True
 nitpick_ignore_regex = [
-    (r"py:.*", r"(numpy|np|scipy|sklearn|torch|pandas|pd|matplotlib|skfda)\..*"),
+    (
+        r"py:.*",
+        r"(numpy|np|scipy|sklearn|torch|pandas|pd|matplotlib|skfda|dask|distributed"
+        r"|pyarrow)\..*",
+    ),
     (r"py:.*", r"(optional|array-like|array_like|callable|path-like|ndarray)"),
     # internals that docstrings name for readers of the code, not on the site
     (r"py:.*", r"(fdaimpute\.nn|fdaimpute\._[a-z_]+)(\..*)?"),

@@ -8,6 +8,8 @@ import sys
 import threading
 import time
 
+from fdaimpute._cli_dask import add_cluster_options, fit_on_cluster, wants_cluster
+
 __all__ = [
     "add_data_options",
     "add_fit_command",
@@ -106,6 +108,7 @@ def add_fit_command(sub):
     )
     add_data_options(fit)
     add_method_options(fit)
+    add_cluster_options(fit)
     fit.set_defaults(func=_fit)
 
 
@@ -221,6 +224,9 @@ def _fit(args):
         est.set_params(**{name: value})
     check_target(args.save, "--save", [args.input], args.force)
     names = column_names(args)
+    if wants_cluster(args):
+        fit_on_cluster(args, est, names)
+        return _save_model(est, args, names)
     data = _read_data(args, names)
     est.set_params(grid=_parse_grid(args.grid, data.time_range))
     rank = _join_process_group(est, args.method) if _world_size() > 1 else 0
@@ -242,6 +248,11 @@ def _fit(args):
         f"{time.perf_counter() - start:.1f} s",
         file=sys.stderr,
     )
+    return _save_model(est, args, names)
+
+
+def _save_model(est, args, names):
+    """Save the fitted ``est`` to ``--save`` with the input's column names."""
     from fdaimpute.persistence import save
 
     columns = dict(zip(("id", "time", "value"), names))

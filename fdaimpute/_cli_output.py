@@ -22,6 +22,12 @@ from fdaimpute._blocks import (
 )
 from fdaimpute._csv_text import long_rows, wide_rows
 from fdaimpute._files import atomic_write
+from fdaimpute._parquet import (
+    curve_table,
+    is_parquet,
+    require_pyarrow,
+    write_curve_blocks,
+)
 from fdaimpute._timing import phase
 
 __all__ = ["check_room", "check_target", "write_curves"]
@@ -60,6 +66,11 @@ def check_target(path, flag, inputs, force):
             )
     if os.path.isdir(path):
         raise SystemExit(f"{flag} {path} is a folder; give a file name")
+    if is_parquet(path):
+        try:
+            require_pyarrow("writing Parquet")
+        except ImportError as exc:
+            raise SystemExit(f"{flag} {path}: {exc}") from None
     if os.path.lexists(path) and not force:
         raise SystemExit(f"{flag} {path} exists; pass --force to replace it")
     folder = os.path.dirname(os.path.abspath(path))
@@ -116,6 +127,9 @@ def _long_text(ids, grid, curves, std, names, header):
 def write_curves(path, data, grid, impute, layout, names, with_std, force):
     """Impute ``data`` a block of subjects at a time and write the CSV.
 
+    A ``path`` ending in ``.parquet`` gets a Parquet file of the same columns
+    (one row group per block; needs ``pyarrow``).
+
     Parameters
     ----------
     path : str
@@ -137,24 +151,37 @@ def write_curves(path, data, grid, impute, layout, names, with_std, force):
         Replace an existing file.
     """
     width = grid.size * (2 if with_std else 1)
+    parquet = is_parquet(path)
 
-    def chunks():
-        for number, (lo, hi) in enumerate(subject_blocks(data.offsets, width)):
+    def blocks():
+        for lo, hi in subject_blocks(data.offsets, width):
             part = data.take(np.arange(lo, hi))
             with phase("transform"):
                 out = impute(part)
-            curves, std = out if with_std else (out, None)
+            yield (part.ids, *(out if with_std else (out, None)))
+
+    def chunks():
+        for number, (ids, curves, std) in enumerate(blocks()):
             header = number == 0
             with phase("write"):
                 if layout == "long":
-                    text = _long_text(part.ids, grid, curves, std, names, header)
+                    text = _long_text(ids, grid, curves, std, names, header)
                 else:
-                    text = _wide_text(part.ids, grid, curves, std, names[0], header)
+                    text = _wide_text(ids, grid, curves, std, names[0], header)
                 data_bytes = text.encode()
             yield data_bytes
 
+    def tables():
+        for ids, curves, std in blocks():
+            with phase("write"):
+                table = curve_table(ids, grid, curves, std, layout, names)
+            yield table
+
     try:
-        atomic_write(path, chunks(), overwrite=force)
+        if parquet:
+            write_curve_blocks(path, tables(), overwrite=force)
+        else:
+            atomic_write(path, chunks(), overwrite=force)
     except FileExistsError:
         raise SystemExit(f"-o {path} exists; pass --force to replace it") from None
     except OSError as exc:

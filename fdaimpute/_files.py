@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_path", "atomic_write"]
 
 
 def atomic_write(path, chunks, overwrite=True):
@@ -22,17 +23,28 @@ def atomic_write(path, chunks, overwrite=True):
         before writing and again at the rename, which then does not replace
         a file created meanwhile).
     """
+    with atomic_path(path, overwrite) as tmp, open(tmp, "wb") as fh:
+        for chunk in chunks:
+            fh.write(chunk)
+
+
+@contextlib.contextmanager
+def atomic_path(path, overwrite=True):
+    """A temporary file beside ``path`` to write; renamed to ``path`` at the end.
+
+    The temporary file is removed if the block raises. ``overwrite`` as in
+    :func:`atomic_write`.
+    """
     path = os.fspath(path)
     if not overwrite and os.path.lexists(path):
         raise FileExistsError(f"{path} exists")
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".fdaimpute-", suffix=".tmp", dir=folder)
+    os.close(fd)
     try:
-        if hasattr(os, "fchmod"):  # the mode a plain open() would give
-            os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
+        if hasattr(os, "chmod"):  # the mode a plain open() would give
+            os.chmod(tmp, 0o666 & ~_umask())
+        yield tmp
         _rename(tmp, path, overwrite)
     except BaseException:
         if os.path.exists(tmp):

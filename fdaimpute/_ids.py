@@ -31,7 +31,11 @@ def missing_mask(ids):
     if ids.dtype.kind in "mM":
         return np.isnat(ids)
     if ids.dtype == object:
-        return np.fromiter((_is_missing(v) for v in ids), bool, count=ids.size)
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - exercised only without pandas
+            return np.fromiter((_is_missing(v) for v in ids), bool, count=ids.size)
+        return pd.isna(ids)  # None, NaN, NaT and pandas.NA, without a Python loop
     return np.zeros(ids.shape, dtype=bool)
 
 
@@ -85,6 +89,14 @@ def codes_by_first_appearance(labels):
 
     Returns the code of each entry and the distinct labels in that order.
     """
+    if labels.dtype == object:
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - exercised only without pandas
+            pass
+        else:  # a hash in order of first appearance, not a sort of objects
+            codes, distinct = pd.factorize(labels, sort=False)
+            return codes.astype(np.int64), np.asarray(distinct, dtype=object)
     try:
         uniq, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
     except TypeError:  # labels of mixed types do not sort

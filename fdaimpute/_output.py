@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._ids import subject_label
 
-__all__ = ["OutputMixin"]
+__all__ = ["OutputMixin", "curve_columns"]
 
 _OUTPUT_KEY = "_sklearn_output_config"  # the attribute sklearn.clone copies
 
@@ -16,6 +16,46 @@ _OUTPUT_KEY = "_sklearn_output_config"  # the attribute sklearn.clone copies
 def _column_names(grid):
     """``"t=<time>"`` for each grid time, as an object array."""
     return np.asarray([f"t={t:.10g}" for t in grid], dtype=object)
+
+
+def curve_columns(ids, grid, curves, std, layout, names):
+    """The columns of a table of curves, as the command line writes them.
+
+    Parameters
+    ----------
+    ids : ndarray of shape (n_subjects,)
+        Subject ids.
+    grid : ndarray of shape (n_grid,)
+        Output times.
+    curves, std : ndarray of shape (n_subjects, n_grid)
+        The curves, and their standard deviations (or None).
+    layout : {"wide", "long"}
+        ``"wide"``: the id column, then ``"t=<time>"`` columns (then
+        ``"std(t=<time>)"``); ``"long"``: one row per subject and grid
+        time with the id, time and value names (and ``"std"``).
+    names : tuple of str
+        The id, time and value column names.
+
+    Returns
+    -------
+    dict
+        Column name -> 1-D array, in order.
+    """
+    id_name, time_name, value_name = names
+    if layout == "long":
+        columns = {
+            id_name: np.repeat(ids, grid.size),
+            time_name: np.tile(grid, len(ids)),
+            value_name: curves.ravel(),
+        }
+        if std is not None:
+            columns["std" if "std" not in names else f"{value_name}_std"] = std.ravel()
+        return columns
+    labels = _column_names(grid)
+    columns = {id_name: ids, **dict(zip(labels, curves.T))}
+    if std is not None:
+        columns.update(zip((f"std({n})" for n in labels), std.T))
+    return columns
 
 
 class OutputMixin:

@@ -1,7 +1,8 @@
-"""Long CSV files read in chunks of whole subjects.
+"""Long CSV and Parquet files read in chunks of whole subjects.
 
-:class:`CSVChunks` reads a long table (one row per observation) a block of
-rows at a time and yields :class:`~fdaimpute.data.IrregularData` chunks in
+:class:`CSVChunks` (and :class:`ParquetChunks`, its Parquet counterpart)
+reads a long table (one row per observation) a block of rows at a time and
+yields :class:`~fdaimpute.data.IrregularData` chunks in
 which no subject is split: the rows of the last subject of a block are held
 back and joined to the next block. It can be read again and again, which is
 what :meth:`fdaimpute.PACEImputer.fit_chunks` needs, and each chunk can
@@ -14,9 +15,10 @@ import numpy as np
 
 from fdaimpute._csv import read_options
 from fdaimpute._frames import require_pandas
+from fdaimpute._parquet import long_batches
 from fdaimpute.data import IrregularData
 
-__all__ = ["CSVChunks"]
+__all__ = ["CSVChunks", "ParquetChunks"]
 
 
 class CSVChunks:
@@ -69,31 +71,82 @@ class CSVChunks:
     def __iter__(self):
         """Yield IrregularData chunks of whole subjects, in file order."""
         pd = require_pandas("CSVChunks")
-        id_col = self.columns[0]
-        kwargs = read_options(self.kwargs, id_col, pd)
+        kwargs = read_options(self.kwargs, self.columns[0], pd)
         reader = pd.read_csv(
             self.path,
             usecols=list(self.columns),
             chunksize=self.chunksize,
             **kwargs,
         )
-        held, order = None, None
         with reader:
-            for block in reader:
-                if held is not None:
-                    block = pd.concat([held, block], ignore_index=True)
-                ids = block[id_col]
-                order = _check_sorted(ids, order)
-                last = ids.iloc[-1]
-                tail = (ids == last).to_numpy()
-                held = block[tail]
-                if not tail.all():
-                    yield self._data(block[~tail])
-        if held is not None and len(held):
-            yield self._data(held)
+            yield from _whole_subjects(reader, self.columns, pd)
 
-    def _data(self, frame):
-        return IrregularData.from_long(frame, *self.columns)
+
+class ParquetChunks:
+    """A long Parquet file as chunks of whole subjects, sorted by subject id.
+
+    The Parquet counterpart of :class:`CSVChunks`, with the same rules: rows
+    sorted by subject id (as text or as numbers), ids read as text, no
+    subject split between chunks. The file is read a batch of rows at a
+    time (needs ``pyarrow``).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    id, time, value : str, default="id", "time", "value"
+        Column names.
+    chunksize : int, default=1_000_000
+        Rows read at a time (a chunk holds about that many, plus the rows of
+        the subject that straddles the batch's end).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import pandas as pd
+    >>> from fdaimpute.chunks import ParquetChunks
+    >>> path = os.path.join(tempfile.mkdtemp(), "obs.parquet")
+    >>> pd.DataFrame({"id": [1, 1, 1, 2, 2, 3], "time": [0, 1, 2, 0, 2, 1],
+    ...               "value": [0.5, 1.0, 0.7, 0.2, 0.3, 0.9]}).to_parquet(path)
+    >>> [chunk.ids.tolist() for chunk in ParquetChunks(path, chunksize=2)]
+    [['1'], ['2'], ['3']]
+    """
+
+    def __init__(self, path, id="id", time="time", value="value", chunksize=1_000_000):
+        if not (isinstance(chunksize, (int, np.integer)) and chunksize >= 1):
+            raise ValueError(f"chunksize must be a positive integer, got {chunksize!r}")
+        self.path = path
+        self.columns = (id, time, value)
+        self.chunksize = int(chunksize)
+
+    def __iter__(self):
+        """Yield IrregularData chunks of whole subjects, in file order."""
+        pd = require_pandas("ParquetChunks")
+        blocks = long_batches(self.path, self.columns, self.chunksize)
+        yield from _whole_subjects(blocks, self.columns, pd)
+
+
+def _whole_subjects(blocks, columns, pd):
+    """IrregularData chunks of whole subjects from long frames sorted by id.
+
+    The rows of the last subject of a block are held back and joined to the
+    next block; the order of the ids is checked (``_check_sorted``).
+    """
+    id_col = columns[0]
+    held, order = None, None
+    for block in blocks:
+        if held is not None:
+            block = pd.concat([held, block], ignore_index=True)
+        if len(block) == 0:
+            continue
+        ids = block[id_col]
+        order = _check_sorted(ids, order)
+        tail = (ids == ids.iloc[-1]).to_numpy()
+        held = block[tail]
+        if not tail.all():
+            yield IrregularData.from_long(block[~tail], *columns)
+    if held is not None and len(held):
+        yield IrregularData.from_long(held, *columns)
 
 
 def _check_sorted(ids, order=None):

@@ -20,6 +20,7 @@ from fdaimpute._cli_model import (
 )
 from fdaimpute._cli_output import check_room, check_target, write_curves
 from fdaimpute._cli_params import check_params, collect_params, parse_value
+from fdaimpute._parquet import is_parquet
 from fdaimpute._timing import phase, recording
 
 __all__ = ["main"]
@@ -330,14 +331,17 @@ def _read_data(args, names=None):
 
     id_name, time_name, value_name = names or column_names(args)
     try:
-        data = fi.IrregularData.read_csv(
+        read = fi.IrregularData.read_csv
+        if is_parquet(args.input):
+            read = fi.IrregularData.read_parquet
+        data = read(
             args.input,
             id=id_name,
             time=time_name,
             value=value_name,
             duplicates=args.duplicates,
         )
-    except (ValueError, TypeError, OSError) as exc:
+    except (ValueError, TypeError, OSError, ImportError) as exc:
         raise SystemExit(
             f"cannot read {args.input}: {_cli_message(str(exc))}"
         ) from None

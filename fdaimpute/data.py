@@ -210,6 +210,63 @@ class IrregularData(RaggedSubjects):
         return cls.from_long(df, id=id, time=time, value=value, duplicates=duplicates)
 
     @classmethod
+    def read_parquet(cls, path, id="id", time="time", value="value", **kwargs):
+        """Read a long-format Parquet file (one row per observation).
+
+        Needs ``pyarrow``. The columns may have any names and types; other
+        columns are not read.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file, or a folder of Parquet files read as one table.
+        id, time, value : str, default="id", "time", "value"
+            Column names. Ids are read as text, as :meth:`read_csv` reads
+            them, so that the same table gives the same subjects from
+            either format.
+        **kwargs
+            ``duplicates``, passed to :meth:`from_long`.
+
+        Returns
+        -------
+        IrregularData
+
+        Raises
+        ------
+        ValueError
+            If the file has no rows or lacks a column.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import pandas as pd
+        >>> from fdaimpute import IrregularData
+        >>> path = os.path.join(tempfile.mkdtemp(), "obs.parquet")
+        >>> pd.DataFrame({"who": [7, 7, 8], "age": [40, 45, 50],
+        ...               "bmi": [24.0, 25.5, 30.1]}).to_parquet(path)
+        >>> data = IrregularData.read_parquet(path, id="who", time="age", value="bmi")
+        >>> data.ids.tolist(), data.n_obs.tolist()
+        (['7', '8'], [2, 1])
+        """
+        from fdaimpute._parquet import read_storage
+
+        duplicates = kwargs.pop("duplicates", "raise")
+        if kwargs:
+            raise TypeError(
+                f"read_parquet got unexpected arguments {sorted(kwargs)}; it takes "
+                "the column names and duplicates"
+            )
+        df = read_storage(path, (id, time, value))
+        if isinstance(df, tuple):
+            return cls(*df, duplicates=duplicates)
+        if len(df) == 0:
+            raise ValueError(
+                f"{path} has no observations; it needs one row per observation "
+                f"with columns {id}, {time}, {value}"
+            )
+        return cls.from_long(df, id=id, time=time, value=value, duplicates=duplicates)
+
+    @classmethod
     def concat(cls, parts):
         """Stack the subjects of several IrregularData, in order.
 

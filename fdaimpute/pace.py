@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from time import perf_counter
 
 import numpy as np
@@ -485,16 +486,82 @@ default="cv"
         >>> bool(abs(whole.eigenvalues_ - chunked.eigenvalues_).max() < 1e-10)
         True
         """
+
+        def prepare():
+            read = _chunked.reader(chunks)
+            return partial(_chunked.survey, read), _chunked.serial(read)
+
+        return self._fit_in_passes(prepare)
+
+    def fit_dask(
+        self,
+        df,
+        id="id",
+        time="time",
+        value="value",
+        *,
+        duplicates="raise",
+        persist=False,
+    ):
+        """Fit on a Dask DataFrame in long form, the passes run on its workers.
+
+        Each pass of :meth:`fit_chunks` runs on every partition where it
+        lies (with the same code as for a chunk) and the partitions' sums
+        are added on the workers; the model equals the one ``fit`` gives on
+        the subjects in the order of the frame, up to rounding. A subject
+        whose rows are split between partitions is joined in one partition
+        first, with a warning (see :mod:`fdaimpute.cluster`). Runs on the
+        active ``dask.distributed`` client, or on Dask's default scheduler
+        without one. Needs ``dask[dataframe]``.
+
+        Parameters
+        ----------
+        df : dask.dataframe.DataFrame
+            One row per observation.
+        id, time, value : str, default="id", "time", "value"
+            Column names, as in :meth:`IrregularData.from_long
+            <fdaimpute.IrregularData.from_long>`.
+        duplicates : {"raise", "average"}, default="raise"
+            What to do with two observations of a subject at one time.
+        persist : bool, default=False
+            Keep each partition's subjects in its worker's memory between
+            the passes, so that the input is read twice (once to find the
+            subjects' partitions) instead of four times; the cluster then
+            holds all the observations (24 bytes each) at once.
+
+        Returns
+        -------
+        self : PACEImputer
+            The fitted imputer.
+
+        Raises
+        ------
+        ValueError
+            With no data, a missing column, or a rule :meth:`fit_chunks`
+            refuses.
+        """
+        from fdaimpute.cluster import partition_passes
+
+        return self._fit_in_passes(
+            lambda: partition_passes(df, (id, time, value), duplicates, persist)
+        )
+
+    def _fit_in_passes(self, prepare):
+        """Fit from chunked data (see ``_pace.chunked``).
+
+        ``prepare()`` returns ``survey(max_distinct)``, the first pass, and
+        ``run``, the runner of the other passes.
+        """
         try:
             validate_params(self)
             extrapolate = self._extrapolation()
             self._check_combination()
             _chunked.check_options(self.get_params())
-            read = _chunked.reader(chunks)
+            survey, run = prepare()
             for attr in ("n_features_in_", "feature_names_in_", "dense_times_"):
                 self.__dict__.pop(attr, None)
             numerics_class = _fit.numerics_class(self.fdapace_compat)
-            found = _chunked.survey(read, self._distinct_to_track(numerics_class))
+            found = survey(self._distinct_to_track(numerics_class))
             _chunked.check_survey(found)
             self.time_range_ = found.time_range
             self.grid_ = resolve_grid(self.grid, self.time_range_, None)
@@ -506,7 +573,7 @@ default="cv"
             rng = check_random_state(self.random_state)
             start = perf_counter()
             with recording() as seconds, one_blas_thread():
-                result = _chunked.fit_chunks(read, found, numerics, options, rng)
+                result = _chunked.fit_passes(run, found, numerics, options, rng)
             self._store(result, numerics)
             self.timings_ = {**seconds, "total": perf_counter() - start}
         except BaseException:

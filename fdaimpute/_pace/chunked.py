@@ -29,7 +29,13 @@ import numpy as np
 from fdaimpute._ids import subject_label
 from fdaimpute._local_linear import local_linear_binned
 from fdaimpute._pace import bandwidth as bw
-from fdaimpute._pace.binning import Bins, covariance_moments, make_bins, regular_step
+from fdaimpute._pace.binning import (
+    Bins,
+    CovMoments,
+    covariance_moments,
+    make_bins,
+    regular_step,
+)
 from fdaimpute._pace.cv import (
     heldout_folds,
     n_validation,
@@ -43,6 +49,8 @@ from fdaimpute.data import IrregularData
 from fdaimpute.noise import intercept_from_sums, n_kept, neighbour_pairs, power_sums
 
 LAG_BINS = 4096  # histogram of the noise estimate's lags (pass 2)
+# the defaults of fdaimpute.noise.noise_variance, as the whole fit uses them
+NOISE_MAX_LAG, NOISE_SHARE, NOISE_MIN_PAIRS = 3, 0.2, 50
 _UNSUPPORTED = {
     "bandwidth_mean": ("cv",),
     "bandwidth_cov": ("gcv",),
@@ -90,16 +98,22 @@ def _each(read):
     """The non-empty chunks as IrregularData, with their first subject and point."""
     first_subject, first_obs = 0, 0
     for number, chunk in enumerate(read()):
-        data = as_irregular(chunk)
-        if data is None:
-            raise TypeError(
-                f"chunk {number}: expected IrregularData, a long DataFrame or a "
-                f"list of (times, values) pairs, got {type(chunk).__name__}"
-            )
+        data = as_chunk(chunk, number)
         if len(data):
             yield data, first_subject, first_obs
             first_subject += len(data)
             first_obs += data.times.size
+
+
+def as_chunk(chunk, number):
+    """``chunk`` as IrregularData (a TypeError naming chunk ``number`` if not)."""
+    data = as_irregular(chunk)
+    if data is None:
+        raise TypeError(
+            f"chunk {number}: expected IrregularData, a long DataFrame or a "
+            f"list of (times, values) pairs, got {type(chunk).__name__}"
+        )
+    return data
 
 
 @dataclass
@@ -118,6 +132,42 @@ class Survey:
         return self.counts.size
 
 
+def survey_chunk(data, max_distinct=None):
+    """Pass 1 on one chunk: its ids, counts, ranges and distinct times."""
+    distinct = np.unique(data.times)
+    if max_distinct is not None and distinct.size > max_distinct:
+        distinct = None
+    return Survey(
+        data.ids,
+        data.n_obs,
+        (float(data.times.min()), float(data.times.max())),
+        (float(data.values.min()), float(data.values.max())),
+        distinct,
+    )
+
+
+def merge_surveys(first, then, max_distinct=None):
+    """The survey of two consecutive runs of chunks (``first`` read first)."""
+    distinct = None
+    if first.distinct is not None and then.distinct is not None:
+        distinct = np.union1d(first.distinct, then.distinct)
+        if max_distinct is not None and distinct.size > max_distinct:
+            distinct = None
+    return Survey(
+        np.concatenate([first.ids, then.ids]),
+        np.concatenate([first.counts, then.counts]),
+        (
+            min(first.time_range[0], then.time_range[0]),
+            max(first.time_range[1], then.time_range[1]),
+        ),
+        (
+            min(first.value_range[0], then.value_range[0]),
+            max(first.value_range[1], then.value_range[1]),
+        ),
+        distinct,
+    )
+
+
 def survey(read, max_distinct=None):
     """Pass 1: ids, counts, ranges and (up to ``max_distinct``) distinct times.
 
@@ -126,29 +176,19 @@ def survey(read, max_distinct=None):
     ValueError
         With no data, or a subject id in more than one chunk.
     """
-    ids, counts, distinct = [], [], np.empty(0)
-    t_lo = v_lo = np.inf
-    t_hi = v_hi = -np.inf
+    found = None
     for data, _, _ in _each(read):
-        ids.append(data.ids)
-        counts.append(data.n_obs)
-        t_lo, t_hi = min(t_lo, data.times.min()), max(t_hi, data.times.max())
-        v_lo, v_hi = min(v_lo, data.values.min()), max(v_hi, data.values.max())
-        if distinct is not None:
-            distinct = np.union1d(distinct, data.times)
-            if max_distinct is not None and distinct.size > max_distinct:
-                distinct = None
-    if not counts:
+        part = survey_chunk(data, max_distinct)
+        found = part if found is None else merge_surveys(found, part, max_distinct)
+    return finish_survey(found)
+
+
+def finish_survey(found):
+    """``found`` once every chunk is in (raises with no data or a repeated id)."""
+    if found is None:
         raise ValueError("no data: the chunks hold no subjects")
-    ids = np.concatenate(ids)
-    _check_unique(ids)
-    return Survey(
-        ids,
-        np.concatenate(counts),
-        (float(t_lo), float(t_hi)),
-        (float(v_lo), float(v_hi)),
-        distinct,
-    )
+    _check_unique(found.ids)
+    return found
 
 
 def _check_unique(ids):
@@ -211,14 +251,13 @@ def _bins_of(times, template):
     return make_bins(times, n_bins=centres.size, lo=centres[0], hi=centres[-1])
 
 
-def _add(total, part):
-    """Sum two CovMoments (``total`` may be None)."""
-    if total is None:
-        return part
-    fields = ("count", "total", "total_sq", "diag_count", "diag_total")
-    for name in (*fields, "diag_total_sq"):
-        getattr(total, name).__iadd__(getattr(part, name))
-    return total
+def _added(first, then):
+    """The sum of two CovMoments (either may be None), as a new object."""
+    if first is None or then is None:
+        return then if first is None else first
+    names = ("count", "total", "total_sq", "diag_count", "diag_total", "diag_total_sq")
+    sums = {name: getattr(first, name) + getattr(then, name) for name in names}
+    return CovMoments(first.centres, **sums)
 
 
 def _mean(numerics, template, sums, rule):
@@ -229,58 +268,213 @@ def _mean(numerics, template, sums, rule):
     return MeanCurve(centres, weight, total, float(h), numerics.kernel), at_bins
 
 
-class _NoiseSums:
-    """The difference-based noise estimate over passes 2 and 3 (see noise.py)."""
+# ---------------------------------------------------------------------- #
+# the work on one chunk, and the sum of two chunks' results; a serial loop
+# (fit_chunks) and a cluster (fdaimpute.cluster) run the same functions
+def _lag_bins(data, span, max_lag=NOISE_MAX_LAG):
+    lag, half = neighbour_pairs(data.times, data.values, data.subject_index, max_lag)
+    where = np.minimum((lag / span * LAG_BINS).astype(np.int64), LAG_BINS - 1)
+    return lag, half, where
 
-    def __init__(self, n_pairs, span, max_lag=3, share=0.2, min_pairs=50):
-        self.max_lag, self.span = max_lag, span
-        self.keep = n_kept(n_pairs, share, min_pairs)
-        self.hist = np.zeros(LAG_BINS)
-        self.sums = np.zeros(8)
-        self.sums[7] = np.inf
-        self.edge = []
 
-    def _pairs(self, data, subject):
-        lag, half = neighbour_pairs(data.times, data.values, subject, self.max_lag)
-        where = np.minimum((lag / self.span * LAG_BINS).astype(np.int64), LAG_BINS - 1)
-        return lag, half, where
+def _visible(n_obs, hidden):
+    mask = np.ones(n_obs, dtype=bool)
+    mask[hidden] = False
+    return mask
 
-    def count(self, data, subject):
-        """Pass 2: the histogram of the lags."""
-        self.hist += np.bincount(self._pairs(data, subject)[2], minlength=LAG_BINS)
 
-    def add(self, data, subject):
-        """Pass 3: sums below the histogram bin of the cut, the pairs within it."""
-        if not hasattr(self, "cut"):
-            self.cut = int(np.searchsorted(np.cumsum(self.hist), self.keep))
-        lag, half, where = self._pairs(data, subject)
-        below = where < self.cut
+@dataclass
+class MeanSums:
+    """Pass 2 on some chunks: the binned mean sums per key, the lag histogram."""
+
+    sums: dict  # "all" or fold number -> (weights, values, squares) per bin
+    lags: np.ndarray | None
+
+
+def mean_sums(data, template, hidden, lag_span):
+    """Pass 2 on one chunk.
+
+    Parameters
+    ----------
+    data : IrregularData
+        The chunk.
+    template : Bins
+        The bins (:func:`template_bins`).
+    hidden : list of ndarray
+        Per fold, the chunk's hidden points (positions within the chunk).
+    lag_span : float or None
+        The time span for the noise estimate's lag histogram (None: none).
+    """
+    bins = _bins_of(data.times, template)
+    parts = {"all": (bins, data.values)}
+    for f, hid in enumerate(hidden):
+        vis = _visible(data.times.size, hid)
+        parts[f] = (bins.subset(vis), data.values[vis])
+    sums = {
+        key: (b.spread(np.ones_like(y)), b.spread(y), b.spread(y * y))
+        for key, (b, y) in parts.items()
+    }
+    lags = None
+    if lag_span is not None:
+        lags = np.bincount(_lag_bins(data, lag_span)[2], minlength=LAG_BINS)
+    return MeanSums(sums, lags)
+
+
+def add_mean_sums(first, then):
+    """The pass-2 sums of two runs of chunks."""
+    sums = {
+        key: tuple(a + b for a, b in zip(first.sums[key], then.sums[key]))
+        for key in first.sums
+    }
+    lags = None if first.lags is None else first.lags + then.lags
+    return MeanSums(sums, lags)
+
+
+@dataclass
+class CovSums:
+    """Pass 3 on some chunks, in chunk order."""
+
+    moments: dict  # "all" or fold number -> CovMoments
+    fit_parts: list  # per fold: [(times, residuals, counts)] of validation subjects
+    new_parts: list
+    noise: np.ndarray | None  # power sums of the pairs below the cut (8,)
+    edge: list  # [(lags, halves)] of the pairs in the cut's histogram bin
+
+
+def cov_sums(data, template, at_bins, hidden, validation, include_diagonal, cut):
+    """Pass 3 on one chunk.
+
+    Parameters
+    ----------
+    data : IrregularData
+        The chunk.
+    template : Bins
+        The bins.
+    at_bins : dict
+        ``"all"`` or fold number -> the mean at the bins.
+    hidden : list of ndarray
+        Per fold, the chunk's hidden points (positions within the chunk).
+    validation : ndarray
+        The chunk's validation subjects (positions within the chunk).
+    include_diagonal : bool
+        Whether the covariance sums keep the ``j == k`` products.
+    cut : tuple or None
+        ``(span, histogram bin)`` of the noise estimate's pairs (None: none).
+    """
+    bins = _bins_of(data.times, template)
+    subject = data.subject_index
+    n = len(data)
+    resid = data.values - bins.interpolate(at_bins["all"])
+    moments = {
+        "all": covariance_moments(
+            bins, resid, subject, n, include_diagonal=include_diagonal
+        )
+    }
+    fit_parts, new_parts = [], []
+    for f, hid in enumerate(hidden):
+        vis = _visible(data.times.size, hid)
+        resid = data.values - bins.interpolate(at_bins[f])
+        moments[f] = covariance_moments(
+            bins.subset(vis),
+            resid[vis],
+            subject[vis],
+            n,
+            include_diagonal=include_diagonal,
+        )
+        split = []
+        for mask in (vis, ~vis):
+            off, idx = ragged_subset(mask, data.offsets, validation)
+            split.append([(data.times[idx], resid[idx], np.diff(off))])
+        fit_parts.append(split[0])
+        new_parts.append(split[1])
+    noise, edge = None, []
+    if cut is not None:
+        lag, half, where = _lag_bins(data, cut[0])
+        below = where < cut[1]
+        noise = np.zeros(8)
+        noise[7] = np.inf
         if below.any():
-            part = power_sums(lag[below], half[below])
-            self.sums[:7] += part[:7]
-            self.sums[7] = min(self.sums[7], part[7])
-        at = where == self.cut
-        self.edge.append((lag[at], half[at]))
+            noise = power_sums(lag[below], half[below])
+        at = where == cut[1]
+        edge = [(lag[at], half[at])]
+    return CovSums(moments, fit_parts, new_parts, noise, edge)
 
-    def estimate(self):
-        """The estimate (the pairs not longer than the ``keep``-th shortest)."""
-        lag = np.concatenate([e[0] for e in self.edge])
-        half = np.concatenate([e[1] for e in self.edge])
-        need = self.keep - int(self.sums[0])
-        width = np.partition(lag, need - 1)[need - 1]
-        kept = lag <= width * (1.0 + 1e-9)  # ties but for rounding, as in fit
-        part = power_sums(lag[kept], half[kept])
-        sums = np.concatenate([self.sums[:7] + part[:7], [min(self.sums[7], part[7])]])
-        return intercept_from_sums(sums, width)
+
+def add_cov_sums(first, then):
+    """The pass-3 sums of two consecutive runs of chunks."""
+    noise = None
+    if first.noise is not None:
+        noise = np.concatenate(
+            [first.noise[:7] + then.noise[:7], [min(first.noise[7], then.noise[7])]]
+        )
+    return CovSums(
+        {k: _added(first.moments[k], then.moments[k]) for k in first.moments},
+        [a + b for a, b in zip(first.fit_parts, then.fit_parts)],
+        [a + b for a, b in zip(first.new_parts, then.new_parts)],
+        noise,
+        first.edge + then.edge,
+    )
+
+
+def _noise_estimate(keep, total):
+    """The difference-based estimate (the pairs not longer than the ``keep``-th
+    shortest) from the pass-3 sums."""
+    lag = np.concatenate([e[0] for e in total.edge])
+    half = np.concatenate([e[1] for e in total.edge])
+    need = keep - int(total.noise[0])
+    width = np.partition(lag, need - 1)[need - 1]
+    kept = lag <= width * (1.0 + 1e-9)  # ties but for rounding, as in fit
+    part = power_sums(lag[kept], half[kept])
+    sums = np.concatenate([total.noise[:7] + part[:7], [min(total.noise[7], part[7])]])
+    return intercept_from_sums(sums, width)
+
+
+@dataclass
+class Place:
+    """Where a chunk lies among all: its first subject and point, its sizes."""
+
+    first_subject: int
+    first_obs: int
+    n_subjects: int
+    n_obs: int
+
+
+def serial(read):
+    """Run a pass over the chunks of ``read`` one at a time, in this process.
+
+    Returns ``run(work, local, add, **shared)``: the sum by ``add`` over
+    the chunks of ``work(chunk, **shared, **local(place))``.
+    """
+
+    def run(work, local, add, **shared):
+        total = None
+        for data, first_subject, first_obs in _each(read):
+            place = Place(first_subject, first_obs, len(data), data.times.size)
+            part = work(data, **shared, **local(place))
+            total = part if total is None else add(total, part)
+        return total
+
+    return run
 
 
 def fit_chunks(read, found, numerics, options, rng):
+    """Passes 2 and 3 and the fit, after :func:`survey`, one chunk at a time.
+
+    See :func:`fit_passes`; ``read`` returns a new iterator over the chunks.
+    """
+    return fit_passes(serial(read), found, numerics, options, rng)
+
+
+def fit_passes(run, found, numerics, options, rng):
     """Passes 2 and 3 and the fit, after :func:`survey`.
 
     Parameters
     ----------
-    read : callable
-        Returns a new iterator over the chunks.
+    run : callable
+        ``run(work, local, add, **shared)`` applies ``work`` to every chunk
+        (with the ``shared`` arguments and those ``local(place)`` gives for
+        the chunk's :class:`Place`) and sums the results with ``add``, the
+        earlier chunks first (:func:`serial`, or a cluster's map and reduce).
     found : Survey
         The first pass.
     numerics : DefaultNumerics or FdapaceNumerics
@@ -308,90 +502,67 @@ def fit_chunks(read, found, numerics, options, rng):
         isinstance(options[k], str) and options[k] == "cv"
         for k in ("bandwidth_cov", "n_components")
     )
-    val, folds = None, []
+    val, folds = np.empty(0, np.int64), []
     if use_cv:
         offsets = np.concatenate([[0], np.cumsum(counts)])
         val, folds = heldout_folds(offsets, rng, n_validation(counts, max_k))
-    noise = None
+    keep = span = None
     if tune_noise:
-        n_pairs = int(sum(np.maximum(counts - k, 0).sum() for k in (1, 2, 3)))
+        n_pairs = int(
+            sum(np.maximum(counts - k, 0).sum() for k in range(1, NOISE_MAX_LAG + 1))
+        )
         span = found.time_range[1] - found.time_range[0]
         try:
-            noise = _NoiseSums(n_pairs, span)
+            keep = n_kept(n_pairs, NOISE_SHARE, NOISE_MIN_PAIRS)
         except ValueError:
-            noise = None
+            span = None
 
-    def visible_of(data, first_obs, hidden_at):
-        lo, hi = np.searchsorted(hidden_at, [first_obs, first_obs + data.times.size])
-        mask = np.ones(data.times.size, dtype=bool)
-        mask[hidden_at[lo:hi] - first_obs] = False
-        return mask
+    def hidden_in(place):
+        lo, hi = place.first_obs, place.first_obs + place.n_obs
+        return [h[slice(*np.searchsorted(h, [lo, hi]))] - lo for h in folds]
+
+    def local_means(place):
+        return {"hidden": hidden_in(place)}
+
+    def local_covs(place):
+        lo = place.first_subject
+        here = val[slice(*np.searchsorted(val, [lo, lo + place.n_subjects]))] - lo
+        return {"hidden": hidden_in(place), "validation": here}
 
     # pass 2: mean sums, lag histogram
-    sums = {"all": None, **{f: None for f in range(len(folds))}}
-    for data, _, first_obs in _each(read):
-        bins = _bins_of(data.times, template)
-        parts = {"all": (bins, data.values)}
-        for f, hidden_at in enumerate(folds):
-            vis = visible_of(data, first_obs, hidden_at)
-            parts[f] = (bins.subset(vis), data.values[vis])
-        for key, (b, y) in parts.items():
-            new = (b.spread(np.ones_like(y)), b.spread(y), b.spread(y * y))
-            old = sums[key]
-            sums[key] = new if old is None else tuple(o + n for o, n in zip(old, new))
-        if noise is not None:
-            noise.count(data, data.subject_index)
+    total = run(mean_sums, local_means, add_mean_sums, template=template, lag_span=span)
     means = {
         k: _mean(numerics, template, s, options["bandwidth_mean"])
-        for k, s in sums.items()
-        if s is not None
+        for k, s in total.sums.items()
     }
 
     # pass 3: covariance sums, validation subjects, noise pairs
-    include_diagonal = not numerics.measurement_error
-    moments = {k: None for k in means}
-    fit_parts = [[] for _ in folds]
-    new_parts = [[] for _ in folds]
-    for data, first_subject, first_obs in _each(read):
-        bins = _bins_of(data.times, template)
-        subject = data.subject_index
-        n = len(data)
-        resid = data.values - bins.interpolate(means["all"][1])
-        part = covariance_moments(
-            bins, resid, subject, n, include_diagonal=include_diagonal
-        )
-        moments["all"] = _add(moments["all"], part)
-        for f, hidden_at in enumerate(folds):
-            vis = visible_of(data, first_obs, hidden_at)
-            resid = data.values - bins.interpolate(means[f][1])
-            part = covariance_moments(
-                bins.subset(vis),
-                resid[vis],
-                subject[vis],
-                n,
-                include_diagonal=include_diagonal,
-            )
-            moments[f] = _add(moments[f], part)
-            lo, hi = np.searchsorted(val, [first_subject, first_subject + n])
-            here = val[lo:hi] - first_subject
-            for mask, store in ((vis, fit_parts[f]), (~vis, new_parts[f])):
-                off, idx = ragged_subset(mask, data.offsets, here)
-                store.append((data.times[idx], resid[idx], np.diff(off)))
-        if noise is not None:
-            noise.add(data, subject)
+    cut = None
+    if span is not None:
+        cut = (span, int(np.searchsorted(np.cumsum(total.lags), keep)))
+    total = run(
+        cov_sums,
+        local_covs,
+        add_cov_sums,
+        template=template,
+        at_bins={k: m[1] for k, m in means.items()},
+        include_diagonal=not numerics.measurement_error,
+        cut=cut,
+    )
 
     def pooled(key):
         mean, at_bins = means[key]
         n = found.n_subjects
-        return PooledMoments(template, mean, at_bins, None, None, None, n, moments[key])
+        moments = total.moments[key]
+        return PooledMoments(template, mean, at_bins, None, None, None, n, moments)
 
-    difference_noise = None if noise is None else noise.estimate()
+    difference_noise = None if cut is None else _noise_estimate(keep, total)
     choice = (options["bandwidth_cov"], None, None)
     if use_cv:
         choice = select_on_folds(
             numerics,
             [
-                (pooled(f), _joined(fit_parts[f]), _joined(new_parts[f]))
+                (pooled(f), _joined(total.fit_parts[f]), _joined(total.new_parts[f]))
                 for f in range(len(folds))
             ],
             bandwidth_cov=options["bandwidth_cov"],

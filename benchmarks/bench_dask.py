@@ -1,0 +1,326 @@
+"""PACE on a Dask cluster against fit_chunks, and Parquet against CSV reads.
+
+Subjects of the SAND paper's process (10 observations each, continuous
+times) are written once, sorted by id, as a long Parquet file (row groups of
+``--rows-per-group`` rows) and as the same table in CSV. Then, each in a
+fresh process so that peak memory is its own:
+
+- ``read``: ``IrregularData.read_csv`` against ``IrregularData.read_parquet``
+  of the whole file (the pandas table alone, then the subjects);
+- ``fit_chunks``: ``PACEImputer(random_state=0).fit_chunks`` on
+  ``ParquetChunks`` (one process, one BLAS thread);
+- ``dask``: ``PACEImputer(random_state=0).fit_dask`` on
+  ``dask.dataframe.read_parquet`` of the same file (one partition per row
+  group) on a ``LocalCluster`` of 1 or 2 worker processes with one thread
+  each, with and without ``persist``.
+
+Wall time excludes starting the cluster (reported apart); peak memory is the
+peak resident set size of the fitting process, and of each worker process
+for Dask (imports included: about 300 MiB before any data). The eigenvalues
+of every fit are compared with the first fit's. Prints markdown tables.
+
+Usage::
+
+    python benchmarks/bench_dask.py                         # 1e6 observations
+    python benchmarks/bench_dask.py --n-obs 1000000 10000000 --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import write_section  # noqa: E402
+
+N_OBS_PER_SUBJECT = 10
+COLUMNS = ("id", "time", "value")
+
+
+def _peak_mib():
+    # ru_maxrss is in KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def write_files(folder, n_obs, rows_per_group, seed=0, with_csv=True):
+    """The simulated table as ``obs.parquet`` (and ``obs.csv``) in ``folder``."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import fdaimpute as fi
+
+    parquet, csv = folder / "obs.parquet", folder / "obs.csv"
+    n_subjects = n_obs // N_OBS_PER_SUBJECT
+    block = max(1, rows_per_group // N_OBS_PER_SUBJECT)
+    writer = None
+    width = len(str(n_subjects))  # zero-padded ids: sorted as text and as numbers
+    with open(csv if with_csv else os.devnull, "w") as fh:
+        for number, start in enumerate(range(0, n_subjects, block)):
+            n = min(block, n_subjects - start)
+            sim = fi.simulate.sand_paper(
+                n=n,
+                n_obs=N_OBS_PER_SUBJECT,
+                off_grid=True,
+                split=(1.0, 0.0, 0.0),
+                random_state=seed + number,
+            )
+            data = sim.train.data
+            ids = np.char.zfill((start + np.arange(n)).astype(str), width)
+            table = pd.DataFrame(
+                {
+                    "id": np.repeat(ids, data.n_obs),
+                    "time": data.times,
+                    "value": data.values,
+                }
+            )
+            arrow = pa.Table.from_pandas(table, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(parquet, arrow.schema)
+            writer.write_table(arrow, row_group_size=rows_per_group)
+            table.to_csv(fh, index=False, header=number == 0)
+    writer.close()
+    return parquet, csv
+
+
+# ---------------------------------------------------------------------- #
+# one measurement, in a process of its own
+def measure_read(path):
+    import pyarrow.dataset  # noqa: F401 - imports are not part of the read
+    import pyarrow.parquet  # noqa: F401
+
+    from fdaimpute import IrregularData
+    from fdaimpute._csv import read_options
+    from fdaimpute._frames import require_pandas
+    from fdaimpute._parquet import read_long
+
+    pd = require_pandas("bench")
+    csv = str(path).endswith(".csv")
+    start = time.perf_counter()
+    if csv:
+        pd.read_csv(path, **read_options({}, "id", pd))
+    else:
+        read_long(path, COLUMNS)
+    table = time.perf_counter() - start
+    start = time.perf_counter()
+    read = IrregularData.read_csv if csv else IrregularData.read_parquet
+    data = read(path, *COLUMNS)
+    return {"table_s": table, "total_s": time.perf_counter() - start, "n": len(data)}
+
+
+def measure_fit_chunks(path, rows):
+    from fdaimpute.chunks import ParquetChunks
+    from fdaimpute.pace import PACEImputer
+
+    start = time.perf_counter()
+    pace = PACEImputer(random_state=0).fit_chunks(ParquetChunks(path, chunksize=rows))
+    return {
+        "fit_s": time.perf_counter() - start,
+        "eigenvalues": pace.eigenvalues_.tolist(),
+    }
+
+
+def measure_dask(path, workers, persist):
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    from fdaimpute.pace import PACEImputer
+
+    start = time.perf_counter()
+    cluster = LocalCluster(
+        n_workers=workers, threads_per_worker=1, dashboard_address=":0"
+    )
+    with cluster, Client(cluster) as client:
+        client.run(lambda: __import__("fdaimpute.pace"))
+        started = time.perf_counter() - start
+        start = time.perf_counter()
+        frame = dd.read_parquet(path, split_row_groups=True)
+        pace = PACEImputer(random_state=0).fit_dask(frame, *COLUMNS, persist=persist)
+        seconds = time.perf_counter() - start
+        peaks = client.run(_peak_mib)
+    return {
+        "fit_s": seconds,
+        "start_s": started,
+        "worker_peak_mib": sorted(peaks.values()),
+        "partitions": frame.npartitions,
+        "eigenvalues": pace.eigenvalues_.tolist(),
+    }
+
+
+def one(args):
+    """Run one measurement (``--one``) and print it as JSON."""
+    kind = args.one
+    if kind == "read":
+        out = measure_read(args.path)
+    elif kind == "fit_chunks":
+        out = measure_fit_chunks(args.path, args.rows_per_group)
+    else:
+        out = measure_dask(args.path, args.workers, args.persist)
+    out["peak_mib"] = _peak_mib()
+    print(json.dumps(out))
+
+
+def run_one(*extra):
+    command = [sys.executable, __file__, *map(str, extra)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-obs", type=int, nargs="+", default=[1_000_000])
+    parser.add_argument("--rows-per-group", type=int, default=250_000)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--folder", help="where to write the files (default: a temp)")
+    parser.add_argument(
+        "--what", nargs="+", choices=["fits", "reads"], default=["fits", "reads"]
+    )
+    parser.add_argument("--write", action="store_true", help="update the docs")
+    parser.add_argument("--one", choices=["read", "fit_chunks", "dask"])
+    parser.add_argument("--path")
+    parser.add_argument("--persist", action="store_true")
+    args = parser.parse_args(argv)
+    if args.one:
+        args.workers = args.workers[0]
+        return one(args)
+
+    fits, reads = [], []
+    with tempfile.TemporaryDirectory(dir=args.folder) as tmp:
+        for n_obs in args.n_obs:
+            start = time.perf_counter()
+            with_csv = "reads" in args.what
+            parquet, csv = write_files(
+                Path(tmp), n_obs, args.rows_per_group, with_csv=with_csv
+            )
+            took = time.perf_counter() - start
+            print(
+                f"{n_obs:,} observations written in {took:.0f} s "
+                f"(Parquet {os.path.getsize(parquet) / 2**20:.0f} MiB, "
+                f"CSV {os.path.getsize(csv) / 2**20 if with_csv else 0:.0f} MiB)",
+                flush=True,
+            )
+            if "reads" in args.what:
+                reads.append(read_row(n_obs, csv, parquet))
+                print(reads[-1], flush=True)
+            if "fits" in args.what:
+                for row in fit_rows(n_obs, parquet, args):
+                    fits.append(row)
+                    print(row, flush=True)
+    if fits:
+        report_fits(fits, args)
+    if reads:
+        report_reads(reads, args)
+    return 0
+
+
+def read_row(n_obs, csv, parquet):
+    got = {
+        name: run_one("--one", "read", "--path", path)
+        for name, path in (("CSV", csv), ("Parquet", parquet))
+    }
+    csv, parquet = got["CSV"], got["Parquet"]
+    return (
+        f"| {n_obs:,} | {csv['table_s']:.2f} | {parquet['table_s']:.2f} "
+        f"| {csv['table_s'] / parquet['table_s']:.1f}x "
+        f"| {csv['total_s']:.2f} | {parquet['total_s']:.2f} "
+        f"| {csv['total_s'] / parquet['total_s']:.1f}x |"
+    )
+
+
+def fit_rows(n_obs, parquet, args):
+    base = run_one(
+        "--one",
+        "fit_chunks",
+        "--path",
+        parquet,
+        "--rows-per-group",
+        args.rows_per_group,
+    )
+    yield (
+        f"| {n_obs:,} | fit_chunks (1 process) | {base['fit_s']:.1f} | 1.00x "
+        f"| {base['peak_mib']:.0f} | - |"
+    )
+    for workers in args.workers:
+        for persist in (False, True):
+            flags = ["--persist"] if persist else []
+            got = run_one(
+                "--one", "dask", "--path", parquet, "--workers", workers, *flags
+            )
+            gap = np.max(np.abs(np.subtract(got["eigenvalues"], base["eigenvalues"])))
+            peaks = ", ".join(f"{p:.0f}" for p in got["worker_peak_mib"])
+            label = f"fit_dask, {workers} worker(s)" + (", persist" if persist else "")
+            yield (
+                f"| {n_obs:,} | {label} | {got['fit_s']:.1f} "
+                f"| {base['fit_s'] / got['fit_s']:.2f}x | {peaks} "
+                f"| cluster start {got['start_s']:.0f} s, client peak "
+                f"{got['peak_mib']:.0f} MiB, eigenvalues within {gap:.0e} |"
+            )
+
+
+def report_fits(rows, args):
+    table = "\n".join(
+        [
+            "| observations | fit | wall (s) | speed-up | peak RSS per process "
+            "(MiB) | notes |",
+            "|---:|---|---:|---:|---:|---|",
+            *rows,
+        ]
+    )
+    print()
+    print(table)
+    if args.write:
+        body = (
+            "The SAND paper's process, "
+            f"{N_OBS_PER_SUBJECT} observations per subject at continuous times, "
+            "written sorted by id as one Parquet file (row groups of "
+            f"{args.rows_per_group:,} rows). Defaults of "
+            "`PACEImputer(random_state=0)` (cross-validated bandwidths, K and "
+            "noise floor). `fit_chunks` reads `ParquetChunks` (chunks of a row "
+            "group) in one process; `fit_dask` runs on a `LocalCluster` of "
+            "worker processes with one thread each, reading the same file with "
+            "`dask.dataframe.read_parquet` (one partition per row group); its "
+            "wall time leaves out starting the cluster (the notes give it). Peak "
+            "RSS is per process and includes the imports. Each measurement ran "
+            "in a fresh process; the machine's two cores were shared with other "
+            "jobs (and, for Dask, between the workers and the client), so "
+            "compare within one run only.\n\n" + table + "\n"
+        )
+        write_section("dask", "PACE on a Dask cluster", body)
+
+
+def report_reads(rows, args):
+    table = "\n".join(
+        [
+            "| observations | CSV table (s) | Parquet table (s) | ratio "
+            "| read_csv (s) | read_parquet (s) | ratio |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+            *rows,
+        ]
+    )
+    print()
+    print(table)
+    if args.write:
+        body = (
+            "The same table (ids as zero-padded text, times and values as "
+            "float64) read whole as a pandas table from CSV (`pandas.read_csv` "
+            "with the options of `IrregularData.read_csv`) and from Parquet "
+            "(`pyarrow`, ids as text), then as subjects "
+            "(`IrregularData.read_csv` / `IrregularData.read_parquet`); imports "
+            "excluded, each format in a fresh process.\n\n" + table + "\n"
+        )
+        write_section("parquet-read", "Reading Parquet against CSV", body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,425 @@
+"""Fits and imputation as Dask jobs, on a long Dask DataFrame of observations.
+
+A Dask DataFrame is cut into partitions, each a pandas DataFrame held by one
+worker. Here every partition must hold whole subjects: the rows of a
+subject that straddles two partitions (a cut through a sorted file) are
+moved into the partition where the subject starts, and a frame whose
+subjects are scattered over partitions is sorted by id first (a shuffle);
+both say so in a warning. Subjects then come in the order they first
+appear, as :meth:`IrregularData.from_long
+<fdaimpute.IrregularData.from_long>` orders them (in id order after a
+sort).
+
+- :meth:`PACEImputer.fit_dask <fdaimpute.PACEImputer.fit_dask>` runs the
+  passes of :meth:`~fdaimpute.PACEImputer.fit_chunks` (survey, mean sums,
+  covariance sums) on every partition where it lies, with the very
+  functions that handle a chunk, and adds the partitions' sums on the
+  workers in a tree: only the sums travel, never the observations.
+- :func:`transform` and :func:`predict_at` impute the subjects of each
+  partition with a fitted imputer shipped once to every worker, and return
+  a Dask DataFrame of curves.
+
+Everything runs on the active ``dask.distributed`` client (a
+``LocalCluster`` or a scheduler's address), or on Dask's default scheduler
+without one. Needs ``dask[dataframe]`` (``pip install 'fdaimpute[dask]'``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import reduce
+
+import numpy as np
+
+from fdaimpute._output import curve_columns
+from fdaimpute._pace import chunked as _chunked
+from fdaimpute.data import IrregularData
+
+__all__ = ["predict_at", "transform", "whole_subject_frames"]
+
+#: Partial sums added in one task of the reduction tree.
+FAN_IN = 8
+
+
+def require_dask(what):
+    """Import ``dask`` and ``dask.dataframe``, or say who needs them."""
+    try:
+        import dask
+        import dask.dataframe as dd
+    except ImportError:  # pragma: no cover - exercised only without dask
+        raise ImportError(f"{what} needs dask: pip install 'fdaimpute[dask]'") from None
+    return dask, dd
+
+
+# ---------------------------------------------------------------------- #
+# whole subjects in each partition
+def _summary(frame, id_column):
+    """A partition's subjects in order, whether its first subject's rows all
+    lead it, and its last row's subject (None for no rows)."""
+    import pandas as pd
+
+    ids = frame[id_column]
+    if len(ids) == 0:
+        return None
+    missing = ids.isna().to_numpy()
+    if missing.any():
+        raise ValueError(
+            f"column {id_column!r} has missing subject ids (at row "
+            f"{frame.index[int(np.argmax(missing))]!r} of a partition)"
+        )
+    codes, uniques = pd.factorize(ids, sort=False)
+    later = np.flatnonzero(codes != 0)
+    head_whole = later.size == 0 or not np.any(codes[later[0] :] == 0)
+    return np.asarray(uniques, dtype=object), head_whole, uniques[codes[-1]]
+
+
+def _plan(summaries):
+    """How to move rows so that each partition holds whole subjects.
+
+    Returns ``(drop, take, last)``: partition ``k`` loses its leading rows
+    of subject ``drop[k]`` and gains the leading rows of subject ``last[k]``
+    of the partitions in ``take[k]``. None when a move cannot do it (a
+    subject's rows are spread beyond neighbouring partitions' edges).
+    """
+    n = len(summaries)
+    drop, take, last = [None] * n, [[] for _ in range(n)], [None] * n
+    own, owner, carried = [], None, None
+    for k, found in enumerate(summaries):
+        if found is None:
+            continue
+        subjects, head_whole, last[k] = found
+        start = 0
+        if owner is not None and subjects[0] == carried:
+            if not head_whole:
+                return None
+            drop[k], start = carried, 1
+            take[owner].append(k)
+        own.append(subjects[start:])
+        if subjects.size > start:
+            owner, carried = k, last[k]
+    import pandas as pd
+
+    if own and pd.Index(np.concatenate(own)).has_duplicates:
+        return None
+    return drop, take, last
+
+
+def _leading(frame, id_column, label):
+    """Number of leading rows of subject ``label``."""
+    same = (frame[id_column] == label).to_numpy()
+    return same.size if same.all() else int(np.argmin(same))
+
+
+def _regroup(frame, id_column, drop, carried, *followers):
+    """A partition without its leading rows of ``drop``, with the leading
+    rows of ``carried`` of the ``followers``."""
+    import pandas as pd
+
+    if drop is not None:
+        frame = frame.iloc[_leading(frame, id_column, drop) :]
+    heads = [f.iloc[: _leading(f, id_column, carried)] for f in followers]
+    return pd.concat([frame, *heads]) if heads else frame
+
+
+def _check_columns(df, columns):
+    for role, name in zip(("id", "time", "value"), columns):
+        if name not in df.columns:
+            raise ValueError(
+                f"column {name!r} (the {role} column) is not in the frame; "
+                f"columns are {list(df.columns)}"
+            )
+
+
+def _summaries(dask, df, id_column):
+    """Each partition's :func:`_summary`, reading the id column alone."""
+    ids = df[[id_column]].to_delayed()
+    return dask.compute(*[dask.delayed(_summary)(p, id_column) for p in ids])
+
+
+def whole_subject_frames(df, id="id", stacklevel=2):
+    """The partitions of ``df`` as pandas frames of whole subjects (delayed).
+
+    A subject split between consecutive partitions is moved into the
+    partition where it starts; a frame whose subjects are scattered is
+    sorted by ``id`` first (a shuffle). Either way a :class:`UserWarning`
+    says so.
+
+    Parameters
+    ----------
+    df : dask.dataframe.DataFrame
+        One row per observation.
+    id : str, default="id"
+        The subject column.
+    stacklevel : int, default=2
+        Of the warnings: 2 points at the caller.
+
+    Returns
+    -------
+    list of dask.delayed.Delayed
+        One pandas DataFrame per partition (some may be empty).
+    """
+    dask, _ = require_dask("whole_subject_frames")
+    parts = df.to_delayed()
+    summaries = _summaries(dask, df, id)
+    plan = _plan(summaries)
+    if plan is None:
+        warnings.warn(
+            f"the rows of some subjects lie in several partitions; sorting the "
+            f"frame by {id!r} (a shuffle) so that each partition holds whole "
+            "subjects, which then come in id order",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+        df = df.sort_values(id)
+        parts = df.to_delayed()
+        summaries = _summaries(dask, df, id)
+        plan = _plan(summaries)
+        if plan is None:  # pragma: no cover - a sort puts each id in one place
+            raise RuntimeError(f"sorting by {id!r} left subjects split")
+    drop, take, last = plan
+    moved = [k for k, j in enumerate(take) if j]
+    if not moved:
+        return parts
+    k = moved[0]
+    warnings.warn(
+        f"{sum(len(j) for j in take)} partition edge(s) cut through a subject "
+        f"(the first: subject {last[k]}, partitions {k} and {take[k][0]}); "
+        "moving each such subject's rows into the partition where it starts",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+    return [
+        dask.delayed(_regroup)(p, id, drop[k], last[k], *[parts[j] for j in take[k]])
+        for k, p in enumerate(parts)
+    ]
+
+
+def _irregular(frame, columns, duplicates):
+    if len(frame) == 0:
+        return None
+    return IrregularData.from_long(frame, *columns, duplicates=duplicates)
+
+
+# ---------------------------------------------------------------------- #
+# the passes of the PACE fit
+def _survey(data, max_distinct):
+    return None if data is None else _chunked.survey_chunk(data, max_distinct)
+
+
+def _in_order(add, *parts):
+    return reduce(add, parts)
+
+
+def _tree(dask, tasks, add):
+    """The sum of ``tasks`` by ``add`` in a tree of tasks, in order."""
+    while len(tasks) > 1:
+        tasks = [
+            dask.delayed(_in_order)(add, *tasks[i : i + FAN_IN])
+            for i in range(0, len(tasks), FAN_IN)
+        ]
+    return tasks[0]
+
+
+def partition_passes(df, columns, duplicates="raise", persist=False):
+    """The survey and the runner of :func:`fdaimpute._pace.chunked.fit_passes`
+    over the partitions of ``df`` (see :meth:`PACEImputer.fit_dask
+    <fdaimpute.PACEImputer.fit_dask>`)."""
+    dask, _ = require_dask("PACEImputer.fit_dask")
+    _check_columns(df, columns)
+    frames = whole_subject_frames(df, columns[0], stacklevel=6)
+    parts = [dask.delayed(_irregular)(f, columns, duplicates) for f in frames]
+    if persist:
+        parts = list(dask.persist(*parts))
+    places = []
+
+    def survey(max_distinct):
+        found = dask.compute(*[dask.delayed(_survey)(p, max_distinct) for p in parts])
+        total, first_subject, first_obs = None, 0, 0
+        places.clear()
+        for k, part in enumerate(found):
+            if part is None:
+                continue
+            n_obs = int(part.counts.sum())
+            place = _chunked.Place(first_subject, first_obs, part.n_subjects, n_obs)
+            places.append((k, place))
+            first_subject, first_obs = (
+                first_subject + part.n_subjects,
+                first_obs + n_obs,
+            )
+            if total is None:
+                total = part
+            else:
+                total = _chunked.merge_surveys(total, part, max_distinct)
+        return _chunked.finish_survey(total)
+
+    def run(work, local, add, **shared):
+        shared = {name: dask.delayed(value) for name, value in shared.items()}
+        tasks = [
+            dask.delayed(work)(parts[k], **shared, **local(place))
+            for k, place in places
+        ]
+        return dask.compute(_tree(dask, tasks, add))[0]
+
+    return survey, run
+
+
+# ---------------------------------------------------------------------- #
+# imputation
+def _ship(dask, est):
+    """``est`` once on every worker of the active client (else in the graph)."""
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        return dask.delayed(est)
+    return client.scatter(est, broadcast=True, hash=False)
+
+
+def _frame(columns, id_dtype):
+    import pandas as pd
+
+    frame = pd.DataFrame(columns)
+    first = next(iter(columns))
+    frame[first] = frame[first].astype(id_dtype)
+    return frame
+
+
+def _curves(frame, est, columns, duplicates, grid, return_std, layout, meta):
+    data = _irregular(frame, columns, duplicates)
+    if data is None:
+        return meta
+    out = est.transform(data, grid=grid, return_std=return_std)
+    curves, std = out if return_std else (out, None)
+    table = curve_columns(data.ids, grid, curves, std, layout, columns)
+    return _frame(table, meta.dtypes.iloc[0])
+
+
+def _values_at(frame, est, columns, duplicates, times, meta):
+    data = _irregular(frame, columns, duplicates)
+    if data is None:
+        return meta
+    if times is None:
+        return _frame(est.predict_at(data).to_long(*columns), meta.dtypes.iloc[0])
+    values = np.asarray(est.predict_at(data, times))
+    table = curve_columns(data.ids, times, values, None, "wide", columns)
+    return _frame(table, meta.dtypes.iloc[0])
+
+
+def _job(df, columns, what):
+    dask, dd = require_dask(what)
+    _check_columns(df, columns)
+    return dask, dd, whole_subject_frames(df, columns[0], stacklevel=4)
+
+
+def transform(
+    est,
+    df,
+    id="id",
+    time="time",
+    value="value",
+    *,
+    grid=None,
+    return_std=False,
+    layout="wide",
+    duplicates="raise",
+):
+    """Impute the subjects of a Dask DataFrame with a fitted imputer, as a job.
+
+    The imputer is shipped once to every worker; each partition's subjects
+    are imputed where the partition lies (with ``est.transform``).
+
+    Parameters
+    ----------
+    est : fitted imputer
+        Any fitted fdaimpute imputer (PACE, FACE, Kernel, the networks on
+        CPU).
+    df : dask.dataframe.DataFrame
+        One row per observation.
+    id, time, value : str, default="id", "time", "value"
+        Column names.
+    grid : int or array-like, default=None
+        Where to evaluate; defaults to ``est.grid_``.
+    return_std : bool, default=False
+        Also give the pointwise standard deviations (``"std(t=...)"``
+        columns, or a ``"std"`` column in the long layout).
+    layout : {"wide", "long"}, default="wide"
+        One row per subject (the id, then ``"t=<time>"`` columns), or one
+        row per subject and grid time (id, time, value), as the command
+        line writes them.
+    duplicates : {"raise", "average"}, default="raise"
+        What to do with two observations of a subject at one time.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        The curves: one row (wide) or ``n_grid`` rows (long) per subject, in
+        the order the subjects come (see the module's notes), ids kept.
+    """
+    if layout not in ("wide", "long"):
+        raise ValueError(f"layout must be 'wide' or 'long', got {layout!r}")
+    columns = (id, time, value)
+    dask, dd, frames = _job(df, columns, "fdaimpute.cluster.transform")
+    grid = est._query_grid(grid)
+    empty = np.empty((0, grid.size))
+    table = curve_columns(
+        df._meta[id].to_numpy(),
+        grid,
+        empty,
+        empty if return_std else None,
+        layout,
+        columns,
+    )
+    meta = _frame(table, df._meta[id].dtype)
+    model = _ship(dask, est)
+    parts = [
+        dask.delayed(_curves)(
+            f, model, columns, duplicates, grid, return_std, layout, meta
+        )
+        for f in frames
+    ]
+    return dd.from_delayed(parts, meta=meta, verify_meta=False)
+
+
+def predict_at(
+    est, df, id="id", time="time", value="value", *, times=None, duplicates="raise"
+):
+    """Evaluate the subjects' imputed curves at given times, as a Dask job.
+
+    Parameters
+    ----------
+    est : fitted imputer
+        Any fitted fdaimpute imputer.
+    df : dask.dataframe.DataFrame
+        One row per observation.
+    id, time, value : str, default="id", "time", "value"
+        Column names.
+    times : None or array-like of shape (n_times,), default=None
+        ``None``: each subject at its own observation times, as a long
+        frame (id, time and the imputed value); else the same times for
+        every subject, as a wide frame (the id, then ``"t=<time>"``).
+    duplicates : {"raise", "average"}, default="raise"
+        What to do with two observations of a subject at one time.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+    """
+    columns = (id, time, value)
+    dask, dd, frames = _job(df, columns, "fdaimpute.cluster.predict_at")
+    ids = df._meta[id].to_numpy()
+    if times is None:
+        table = {id: ids, time: np.empty(0), value: np.empty(0)}
+    else:
+        times = np.asarray(times, dtype=np.float64)
+        if times.ndim != 1:
+            raise ValueError("times must be None or one 1-D array for all subjects")
+        empty = np.empty((0, times.size))
+        table = curve_columns(ids, times, empty, None, "wide", columns)
+    meta = _frame(table, df._meta[id].dtype)
+    model = _ship(dask, est)
+    parts = [
+        dask.delayed(_values_at)(f, model, columns, duplicates, times, meta)
+        for f in frames
+    ]
+    return dd.from_delayed(parts, meta=meta, verify_meta=False)

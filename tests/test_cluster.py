@@ -1,0 +1,232 @@
+"""PACE fitted on a Dask cluster and imputation as a Dask job: the in-memory answers."""
+
+import warnings
+
+import _configs
+import numpy as np
+import pytest
+
+import fdaimpute as fi
+from fdaimpute import IrregularData
+from fdaimpute.face import FACEImputer
+from fdaimpute.kernel import KernelImputer
+from fdaimpute.pace import PACEImputer
+
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+cluster = pytest.importorskip("fdaimpute.cluster")
+
+TOL = 1e-10
+FITTED = (
+    "mean_",
+    "mean_work_",
+    "covariance_",
+    "eigenvalues_",
+    "eigenfunctions_",
+    "fve_",
+    "noise_variance_",
+    "predictor_noise_variance_",
+    "bandwidth_mean_",
+)
+COLUMNS = ("who", "age", "bmi")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as local,
+        distributed.Client(local) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def data():
+    sim = fi.simulate.sand_paper(n=300, n_obs="2-10", random_state=3)
+    return sim.train.data
+
+
+@pytest.fixture(scope="module")
+def frame(data):
+    """The long table, ids as numbers in a shuffled (not sorted) order."""
+    table = data.to_long(*COLUMNS)
+    labels = np.random.default_rng(0).permutation(len(data))
+    table["who"] = np.repeat(labels, data.n_obs)
+    return table
+
+
+def _cut(frame, edges):
+    """A Dask frame with partitions ending at these rows (any, even mid-subject)."""
+    edges = [0, *edges, len(frame)]
+    parts = [frame.iloc[a:b] for a, b in zip(edges[:-1], edges[1:])]
+    return dd.concat([dd.from_pandas(p, npartitions=1) for p in parts])
+
+
+def _assert_same(a, b):
+    for name in FITTED:
+        np.testing.assert_allclose(
+            getattr(a, name), getattr(b, name), rtol=0, atol=TOL, err_msg=name
+        )
+    assert a.n_components_ == b.n_components_
+
+
+def test_fit_dask_cut_through_subjects_equals_fit(client, data, frame):
+    whole = PACEImputer(random_state=0).fit(IrregularData.from_long(frame, *COLUMNS))
+    # one-row partitions, an empty one, one inside a single subject, cuts
+    # through subjects at both ends of a partition
+    row = np.cumsum(data.n_obs)
+    edges = [1, 2, 2, row[3] + 1, row[3] + 2, row[40] - 1, 700, row[200]]
+    df = _cut(frame, edges)
+    with pytest.warns(UserWarning, match="cut through a subject") as record:
+        fitted = PACEImputer(random_state=0).fit_dask(df, *COLUMNS)
+    assert record[0].filename == __file__
+    _assert_same(fitted, whole)
+    assert fitted.n_subjects_fit_ == len(data)
+
+
+@pytest.mark.parametrize("persist", [False, True])
+def test_fit_dask_whole_subject_partitions_do_not_warn(client, frame, persist):
+    whole = PACEImputer(random_state=0, n_components=3).fit(
+        IrregularData.from_long(frame, *COLUMNS)
+    )
+    ids = frame["who"].to_numpy()
+    cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    df = _cut(frame, cuts[[50, 120, 200]].tolist())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = PACEImputer(random_state=0, n_components=3).fit_dask(
+            df, *COLUMNS, persist=persist
+        )
+    _assert_same(fitted, whole)
+
+
+def test_fit_dask_sorts_scattered_subjects_by_id(client, frame):
+    scattered = frame.sample(frac=1.0, random_state=1)
+    df = dd.from_pandas(scattered, npartitions=3, sort=False)
+    with pytest.warns(UserWarning, match="sorting the frame by 'who'"):
+        fitted = PACEImputer(random_state=0).fit_dask(df, *COLUMNS)
+    in_id_order = scattered.sort_values("who", kind="stable")
+    whole = PACEImputer(random_state=0).fit(
+        IrregularData.from_long(in_id_order, *COLUMNS)
+    )
+    _assert_same(fitted, whole)
+
+
+def test_fit_dask_refuses_what_fit_chunks_refuses(client, frame):
+    df = dd.from_pandas(frame, npartitions=2, sort=False)
+    with pytest.raises(ValueError, match="'when' .the time column. is not in"):
+        PACEImputer().fit_dask(df, "who", "when", "bmi")
+    with pytest.raises(ValueError, match="not available with fit_chunks"):
+        PACEImputer(bandwidth_mean="cv").fit_dask(df, *COLUMNS)
+    bad = frame.copy()
+    bad.loc[bad.index[5], "who"] = None
+    with pytest.raises(ValueError, match="missing subject ids"):
+        PACEImputer().fit_dask(dd.from_pandas(bad, npartitions=2), *COLUMNS)
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    train = data[:200]
+    return {
+        "pace": PACEImputer(random_state=0).fit(train),
+        "face": FACEImputer().fit(train),
+        "kernel": KernelImputer().fit(train),
+        "vt": fi.VTImputer(**_configs.TINY, device="cpu").fit(train),
+    }
+
+
+@pytest.mark.parametrize("method", ["pace", "face", "kernel", "vt"])
+def test_transform_job_equals_transform(client, data, frame, fitted, method):
+    est = fitted[method]
+    df = _cut(frame, [5, 333, 334, 1200])
+    whole = IrregularData.from_long(frame, *COLUMNS)
+    with pytest.warns(UserWarning, match="cut through a subject"):
+        job = cluster.transform(est, df, *COLUMNS)
+    out = job.compute()
+    assert out["who"].tolist() == whole.ids.tolist()
+    assert list(out.columns[1:]) == [f"t={t:.10g}" for t in est.grid_]
+    # the network computes in float32, and other batches sum in another order
+    tol = 1e-5 if method == "vt" else 1e-12
+    np.testing.assert_allclose(
+        out.iloc[:, 1:].to_numpy(), est.transform(whole), rtol=0, atol=tol
+    )
+
+
+@pytest.mark.filterwarnings("ignore:.*cut through a subject:UserWarning")
+def test_transform_job_long_with_std_and_predict_at(client, frame, fitted):
+    est = fitted["pace"]
+    df = _cut(frame, [400, 900])
+    whole = IrregularData.from_long(frame, *COLUMNS)
+    grid = np.linspace(*est.time_range_, 7)
+    out = cluster.transform(
+        est, df, *COLUMNS, grid=grid, return_std=True, layout="long"
+    ).compute()
+    curves, std = est.transform(whole, grid=grid, return_std=True)
+    assert list(out.columns) == ["who", "age", "bmi", "std"]
+    assert out["who"].tolist() == np.repeat(whole.ids, 7).tolist()
+    np.testing.assert_allclose(out["age"], np.tile(grid, len(whole)))
+    np.testing.assert_allclose(out["bmi"], curves.ravel(), atol=1e-12)
+    np.testing.assert_allclose(out["std"], std.ravel(), atol=1e-12)
+
+    own = cluster.predict_at(est, df, *COLUMNS).compute()
+    expected = est.predict_at(whole)
+    np.testing.assert_allclose(own["age"], expected.times)
+    np.testing.assert_allclose(own["bmi"], expected.values, atol=1e-12)
+    common = cluster.predict_at(est, df, *COLUMNS, times=[0.25, 0.5]).compute()
+    np.testing.assert_allclose(
+        common.iloc[:, 1:].to_numpy(),
+        est.predict_at(whole, [0.25, 0.5]),
+        atol=1e-12,
+    )
+    with pytest.raises(ValueError, match="layout"):
+        cluster.transform(est, df, *COLUMNS, layout="tall")
+
+
+def _fit_command(path, model, *extra):
+    from fdaimpute.cli import main
+
+    columns = ["--id", "who", "--time", "age", "--value", "bmi"]
+    return main(
+        ["fit", str(path), "--method", "pace", "--save", str(model), *columns, *extra]
+    )
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv"])
+def test_cli_fit_on_a_scheduler_saves_the_whole_fit(client, frame, tmp_path, suffix):
+    from fdaimpute.persistence import load
+
+    pytest.importorskip("pyarrow")
+    path = tmp_path / f"obs.{suffix}"
+    sorted_frame = frame.sort_values("who", kind="stable")
+    if suffix == "csv":
+        sorted_frame.to_csv(path, index=False)
+    else:
+        sorted_frame.to_parquet(path, index=False, row_group_size=500)
+    address = client.scheduler.address
+    assert _fit_command(path, tmp_path / "m.fdai", "--scheduler", address) == 0
+    fitted = load(tmp_path / "m.fdai")
+    whole = PACEImputer(random_state=0).fit(
+        IrregularData.from_long(sorted_frame.astype({"who": str}), *COLUMNS)
+    )
+    _assert_same(fitted, whole)
+    np.testing.assert_allclose(fitted.grid_, whole.grid_)
+
+
+def test_cli_fit_on_workers_and_its_refusals(frame, tmp_path):
+    from fdaimpute.persistence import load
+
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "obs.parquet"
+    frame.to_parquet(path, index=False)
+    model = tmp_path / "m.fdai"
+    assert _fit_command(path, model, "--workers", "2", "--grid", "0:1:11") == 0
+    whole = PACEImputer(random_state=0, grid=np.linspace(0, 1, 11)).fit(
+        IrregularData.read_parquet(path, *COLUMNS)
+    )
+    _assert_same(load(model), whole)
+    with pytest.raises(SystemExit, match="pace only"):
+        _fit_command(path, tmp_path / "k.fdai", "--workers", "1", "--method", "kernel")
+    with pytest.raises(SystemExit, match="not both"):
+        _fit_command(path, tmp_path / "k.fdai", "--workers", "1", "--scheduler", "x")
