@@ -7,7 +7,7 @@ import numpy as np
 from fdaimpute._blocks import check_output_fits
 from fdaimpute._coerce import check_not_datetime
 from fdaimpute._ids import subject_label
-from fdaimpute._validation import check_times_in_range, resolve_grid, rounding_slack
+from fdaimpute._validation import check_times_in_range, first_outside, resolve_grid
 
 __all__ = ["QueryMixin"]
 
@@ -82,11 +82,9 @@ class QueryMixin:
         """Raise, naming the subject, when a query time leaves the training range."""
         if self._extrapolation():
             return
-        lo, hi = self.time_range_
-        slack = rounding_slack(self.time_range_)
-        bad = (flat < lo - slack) | (flat > hi + slack)
-        if bad.any():
-            j = int(np.flatnonzero(bad)[0])
+        j = first_outside(flat, self.time_range_)
+        if j is not None:
+            lo, hi = self.time_range_
             i = int(np.searchsorted(offsets, j, side="right") - 1)
             raise ValueError(
                 f"{subject_label(data.ids, i)}: query time {flat[j]:g} is outside "

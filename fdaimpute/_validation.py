@@ -168,13 +168,25 @@ def resolve_grid(grid, time_range, dense_times=None):
     if isinstance(grid, numbers.Integral):
         if grid < 2:
             raise ValueError(f"grid must have at least 2 points, got {grid}")
+        check_spread_over_time(time_range, "give an explicit grid")
         lo, hi = time_range
-        if hi <= lo:
-            raise ValueError(
-                "all training observations are at one time; give an explicit grid"
-            )
         return np.linspace(lo, hi, int(grid))
     return check_grid(grid)
+
+
+def check_spread_over_time(time_range, remedy):
+    """Raise a ValueError when all training observations are at one time.
+
+    Parameters
+    ----------
+    time_range : tuple of float
+        The training times' ``(min, max)``.
+    remedy : str
+        What the message adds: why one time is not enough, or what to do.
+    """
+    lo, hi = time_range
+    if hi <= lo:
+        raise ValueError(f"all training observations are at one time; {remedy}")
 
 
 def _grid_size(grid):
@@ -196,32 +208,22 @@ def check_extrapolate(value):
     raise ValueError(f"extrapolate must be False, True or 'clip', got {value!r}")
 
 
-def check_positive_int(value, name, minimum=1):
-    """Validate an integer parameter that must be at least ``minimum``."""
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def check_positive_number(value, name):
-    """Validate a real parameter that must be finite and positive."""
-    if (
-        not isinstance(value, numbers.Real)
-        or isinstance(value, bool)
-        or not np.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
-
-
 def rounding_slack(time_range):
     """Rounding tolerance at the ends of ``time_range``, in the unit of time."""
     lo, hi = time_range
     scale = max(hi - lo, abs(lo), abs(hi))
     return 1e-9 * scale if scale > 0 else 1e-300
+
+
+def first_outside(times, time_range):
+    """Position of the first of ``times`` outside ``time_range``, or None.
+
+    Times within :func:`rounding_slack` of the range count as inside.
+    """
+    lo, hi = time_range
+    slack = rounding_slack(time_range)
+    outside = np.flatnonzero((times < lo - slack) | (times > hi + slack))
+    return int(outside[0]) if outside.size else None
 
 
 def check_in_range(data, time_range, *, extrapolate):
@@ -236,11 +238,9 @@ def check_in_range(data, time_range, *, extrapolate):
         return
     if allow_observations_near_range(data, time_range):
         return
-    lo, hi = time_range
-    slack = rounding_slack(time_range)
-    bad = (data.times < lo - slack) | (data.times > hi + slack)
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
+    j = first_outside(data.times, time_range)
+    if j is not None:
+        lo, hi = time_range
         i = int(data.subject_index[j])
         raise ValueError(
             f"{subject_label(data.ids, i)} is observed at time "

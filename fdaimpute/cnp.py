@@ -289,15 +289,9 @@ class CNPImputer(_NeuralImputer):
 
         return CNPTrainer
 
-    def _fit_uncertainty(self, modules, grid, data, calib, seed):
+    def _fit_uncertainty(self, modules, data, calib, settings):
         """The noise variance only: the decoder models the rest."""
-        from fdaimpute.noise import noise_variance
-
-        try:
-            self.noise_variance_ = noise_variance(data)
-        except ValueError:
-            # too few within-subject pairs: the SD will include the noise
-            self.noise_variance_ = 0.0
+        self._fit_noise_variance(data)
         self.error_head_ = None
 
     # ------------------------------------------------------------------ #

@@ -14,6 +14,7 @@ from fdaimpute._local_linear import (
     subject_moment_sums,
 )
 from fdaimpute._params import Interval, Options
+from fdaimpute._validation import check_spread_over_time
 from fdaimpute.base import BaseImputer
 from fdaimpute.smoothing import bin_data
 
@@ -140,12 +141,8 @@ class KernelImputer(BaseImputer):
 
     # ------------------------------------------------------------------ #
     def _fit(self, data):
-        lo, hi = self.time_range_
+        check_spread_over_time(self.time_range_, "cannot smooth a curve")
         centres, weight, sum_y, sum_y2 = bin_data(data.times, data.values)
-        if centres.size < 2:
-            raise ValueError(
-                "all training observations are at one time; cannot smooth a curve"
-            )
         candidates = _candidate_bandwidths(centres, self.n_bandwidths, self.kernel)
         floor = min_count_bandwidth(centres, weight, self.kernel)
         if candidates[-1] <= floor:

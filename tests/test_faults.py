@@ -56,11 +56,15 @@ def _fail_in_epoch(monkeypatch, epoch, exc=KeyboardInterrupt):
 
 
 def _record_states(monkeypatch):
-    """Keep a copy of the weights at the end of every completed epoch."""
+    """Keep a copy of each network's weights at the end of every completed epoch.
+
+    Keyed by the network's ``id`` (cross-fitting trains more than one), then
+    by epoch.
+    """
     states = {}
 
     def on_epoch_end(self, record):
-        states[record["epoch"]] = {
+        states.setdefault(id(self.module), {})[record["epoch"]] = {
             k: v.detach().clone() for k, v in self.module.state_dict().items()
         }
         return False
@@ -97,7 +101,7 @@ def test_interrupt_keeps_the_best_epoch_so_far_and_says_so(
     valid = est.history_["valid_loss"]
     assert est.best_epoch_ == int(np.argmin(valid))
     kept = est.module_.state_dict()
-    for name, value in states[est.best_epoch_].items():
+    for name, value in states[id(est.module_)][est.best_epoch_].items():
         torch.testing.assert_close(kept[name], value, rtol=0, atol=0)
     assert not est.module_.training
     assert np.isfinite(est.transform(sim.test.data)).all()
@@ -158,7 +162,7 @@ def test_non_finite_loss_restores_the_best_finite_epoch(monkeypatch, sim, cls, p
     # SAND's layer may then be reset to the closed-form start that best
     # predicts the held-out points (sand_smoothing="auto"); the rest is kept
     reset = getattr(est, "sand_smoothing_", None) is not None
-    for name, value in states[est.best_epoch_].items():
+    for name, value in states[id(est.module_)][est.best_epoch_].items():
         if not (reset and name.startswith("sand.")):
             torch.testing.assert_close(kept[name], value, rtol=0, atol=0)
     curves, sd = est.transform(sim.test.data, return_std=True)

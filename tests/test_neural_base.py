@@ -62,7 +62,7 @@ def test_untrained_network_is_the_base(cls, params, data):
 def test_fresh_network_outputs_the_base_through_zero_gates(cls, params, data):
     model = cls(**dict(params, max_epochs=1, base="kernel")).fit(data)
     grid = model._grid_tensor(model.model_grid_, "cpu")
-    fresh = model._new_module(model._config(), grid, "cpu")
+    fresh = model._new_module(grid, "cpu")
     gates = {n: p for n, p in fresh.named_parameters() if n.endswith("base_gate")}
     assert len(gates) == (2 if cls is SANDImputer else 1)
     assert all(g.item() == 0 for g in gates.values())

@@ -5,6 +5,7 @@ import warnings
 from dataclasses import replace
 
 import _configs
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -130,6 +131,44 @@ def test_interpolate_c1_exact_for_quadratics_and_on_grid():
     torch.testing.assert_close(out, f(t))
     lin = interpolate_linear(f(grid)[None], grid, grid[None])
     torch.testing.assert_close(lin, f(grid)[None])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_numpy_and_torch_interpolations_agree(seed):
+    # the torch readers train the networks, the NumPy ones evaluate the
+    # fitted imputers: both must be the same curve, ends and knots included
+    from fdaimpute._interpolate import interpolate_c1_rows, interpolate_rows
+
+    rng = np.random.default_rng(seed)
+    m, n, q = rng.integers(2, 30), 4, 40
+    grid = np.sort(rng.uniform(-3.0, 5.0, m))
+    grid[1:] += np.cumsum(rng.uniform(1e-3, 0.5, m - 1))  # strictly increasing
+    curves, deriv = rng.normal(size=(n, m)), rng.normal(size=(n, m))
+    width = grid[-1] - grid[0]
+    times = rng.uniform(grid[0] - 0.2 * width, grid[-1] + 0.2 * width, (n, q))
+    times[:, :3] = grid[[0, -1, m // 2]]  # the ends and a knot
+    times.sort(axis=1)
+    counts = np.full(n, q)
+    as_t = lambda a: torch.from_numpy(a)  # noqa: E731
+    linear = interpolate_linear(as_t(curves), as_t(grid), as_t(times))
+    np.testing.assert_allclose(
+        interpolate_rows(curves, grid, times.ravel(), counts),
+        linear.numpy().ravel(),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    c1 = interpolate_c1(as_t(curves), as_t(deriv), as_t(grid), as_t(times))
+    np.testing.assert_allclose(
+        interpolate_c1_rows(curves, deriv, grid, times.ravel(), counts),
+        c1.numpy().ravel(),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    # on the grid both are the curve itself
+    on_grid = np.tile(grid, n)
+    np.testing.assert_allclose(
+        interpolate_rows(curves, grid, on_grid, np.full(n, m)), curves.ravel()
+    )
 
 
 # --------------------------------------------------------------------------- #
@@ -639,6 +678,23 @@ def test_max_time_plans_a_complete_annealed_run(monkeypatch):
     # the cosine schedule was re-planned to end at the last step taken
     assert trainer.step == epochs * 2
     assert trainer.scheduler.get_last_lr()[0] == pytest.approx(0.02 * 1e-2)
+
+
+def test_stop_epoch_runs_the_first_epochs_of_the_planned_run():
+    def train(**kw):
+        torch.manual_seed(0)
+        trainer = Trainer(
+            tiny_sand(), torch.linspace(0, 1, 11), max_epochs=5, batch_size=4, **kw
+        )
+        return trainer.fit(ragged(n=8))
+
+    full, short = train(), train(stop_epoch=2)
+    assert short.stop_reason == "stop_epoch" and full.stop_reason == "max_epochs"
+    assert short.history["epoch"] == [0, 1, 2]
+    # the same steps on the schedule of the five epochs, not a shorter one
+    for key in ("train_loss", "lr"):
+        assert short.history[key] == full.history[key][:3]
+    assert short.step == 3 * 2 and short.scheduler.get_last_lr()[0] > full.lr * 0.02
 
 
 def test_max_time_never_runs_past_max_epochs(monkeypatch):

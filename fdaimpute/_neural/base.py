@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 from sklearn.base import clone
@@ -22,12 +24,40 @@ from fdaimpute._neural.config import PRESETS, SIZE_PARAMS
 from fdaimpute._neural.crossfit import cross_fit, n_folds
 from fdaimpute._neural.features import EncoderFeaturesMixin
 from fdaimpute._neural.persistence import TorchStatePickling, resolve_device
-from fdaimpute._validation import rounding_slack
+from fdaimpute._validation import check_spread_over_time, rounding_slack
 from fdaimpute.base import BaseImputer
 from fdaimpute.noise import noise_variance
 
 #: ``validation_fraction="auto"`` holds out this many subjects, within 10-30%.
 AUTO_VALIDATION_SUBJECTS = 50
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """What one neural fit trains with, resolved once at the start of ``fit``.
+
+    Attributes
+    ----------
+    config : dict
+        The resolved settings (:meth:`_NeuralImputer._config`).
+    regularizers : tuple
+        The checked regularizers.
+    amp : bool or str
+        Mixed precision (``"auto"`` is settled by the trainer).
+    seed : int
+        Drawn from ``random_state``; each step of the fit offsets it.
+    device : torch.device
+        Where the networks train.
+    grid : Tensor of shape (M,)
+        The model grid in standardised time.
+    """
+
+    config: dict
+    regularizers: tuple
+    amp: bool | str
+    seed: int
+    device: object
+    grid: object
 
 
 class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
@@ -158,7 +188,15 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         warm = self.warm_start and hasattr(self, "module_")
         if not warm:
             self._fit_scaling(data)
-        grid = self._grid_tensor(self.model_grid_, device)
+        settings = FitSettings(
+            config=cfg,
+            regularizers=tuple(regularizers),
+            # "auto" is settled by the trainer (bfloat16 only with a CUDA graph)
+            amp=self.amp,
+            seed=seed,
+            device=device,
+            grid=self._grid_tensor(self.model_grid_, device),
+        )
         train, valid = self._split(data, rng)
         if not warm:
             self.base_ = self._fit_base(train, seed, fallback=self.base == "auto")
@@ -167,21 +205,18 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 # subject chooses the epoch
                 self.split_["selection"] = self.split_["calibration"]
                 self.split_["comparison"] = self.split_["calibration"][:0]
-        # "auto" is settled by the trainer (bfloat16 only with a CUDA graph)
-        amp = self.amp
         devices = [device.index or 0] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(seed)
             if warm:
                 module = self.module_.to(device)
             else:
-                module = self._new_module(cfg, grid, device)
+                self.module_config_ = self._module_config(cfg, self.model_grid_.size)
+                module = self._new_module(settings.grid, device)
             self._attach_base(module)
             offset = len(self.history_["epoch"]) if warm else 0
-            trainer = self._make_trainer(
-                module, grid, cfg, regularizers, amp, seed, start_epoch=offset
-            )
-            self._train(trainer, train, data, device, seed)
+            trainer = self._make_trainer(module, settings, start_epoch=offset)
+            self._train(trainer, train, data, settings)
             self._record(trainer, module, offset, warm)
             modules, calib = [module], None
             if len(valid) and not trainer.interrupted:
@@ -191,17 +226,16 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                     # the folds' networks follow the schedule the budget set
                     planned = {**cfg, "max_epochs": trainer.planned_epochs}
                     modules, calib = cross_fit(
-                        self,
                         data,
-                        grid,
-                        planned,
-                        regularizers,
-                        amp,
-                        seed,
                         folds,
-                        device,
+                        seed,
+                        partial(
+                            self._fold_network,
+                            settings=replace(settings, config=planned),
+                        ),
+                        partial(self._tensors, device=device),
                     )
-            self._fit_uncertainty(modules, grid, data, calib, seed)
+            self._fit_uncertainty(modules, data, calib, settings)
         if self.base_ is not None and self.best_epoch_ < offset and not warm:
             # no epoch beat the base: the imputer is the base, so refit it on
             # every subject (after the error model was calibrated honestly)
@@ -214,12 +248,10 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
 
     def _fit_scaling(self, data):
         """The time map to [0, 1], the value standardisation and the grid."""
+        check_spread_over_time(
+            self.time_range_, "a neural imputer needs observations spread over time"
+        )
         lo, hi = self.time_range_
-        if hi <= lo:
-            raise ValueError(
-                "all training observations are at one time; a neural imputer "
-                "needs observations spread over time"
-            )
         self.time_offset_, self.time_scale_ = lo, hi - lo
         self.value_mean_ = float(data.values.mean())
         scale = float(data.values.std())
@@ -319,14 +351,13 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 derivative=self._has_derivative,
             )
 
-    def _new_module(self, cfg, grid, device):
-        """Build and initialise the network; sets ``module_config_``."""
-        self.module_config_ = self._module_config(cfg, self.model_grid_.size)
+    def _new_module(self, grid, device):
+        """A fresh network of ``module_config_``, initialised for ``grid``."""
         module = self._build_module(self.module_config_).to(device)
         self._after_build(module, grid)
         return module
 
-    def _train(self, trainer, train, data, device, seed):
+    def _train(self, trainer, train, data, settings):
         """Run ``trainer`` on the training subjects and the held-out ones.
 
         ``split_["selection"]`` chooses the epoch; with a base,
@@ -337,16 +368,44 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         def held_out(key, offset):
             if not len(self.split_[key]):
                 return None, None
-            tensors = self._tensors(data.take(self.split_[key]), device)
-            hidden = hide_validation_observations(tensors, seed + offset)
+            tensors = self._tensors(data.take(self.split_[key]), settings.device)
+            hidden = hide_validation_observations(tensors, settings.seed + offset)
             # None when every subject has one point
             return (None, None) if hidden is None else (tensors, hidden)
 
         valid_t, hidden = held_out("selection", 7)
         check_t, check_hidden = held_out("comparison", 13)
         trainer.fit(
-            self._tensors(train, device), valid_t, hidden, check_t, check_hidden
+            self._tensors(train, settings.device),
+            valid_t,
+            hidden,
+            check_t,
+            check_hidden,
         )
+
+    def _fold_network(self, train, fold, settings):
+        """The network of cross-fitting's ``fold``, trained on ``train`` alone.
+
+        Built and trained as the imputer's network was (its base refitted on
+        ``train``), on the same schedule, and stopped at the epoch the
+        imputer kept (by then the training loss is lowest, or near); not
+        trained when the imputer kept its starting state.
+        """
+        import torch
+
+        torch.manual_seed(settings.seed + 101 * (fold + 1))
+        module = self._new_module(settings.grid, settings.device)
+        if self.base_ is not None:
+            self._attach_base(module, self._fit_base(train, settings.seed))
+        if self.best_epoch_ >= 0:
+            trainer = self._make_trainer(
+                module,
+                replace(settings, seed=settings.seed + fold + 1),
+                stop_epoch=self.best_epoch_,
+            )
+            trainer.fit(self._tensors(train, settings.device))
+            self._finish_fold(module, settings.grid)
+        return module
 
     def _record(self, trainer, module, offset, warm):
         """Keep the trained network and the (continued) history."""
@@ -399,7 +458,15 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         """
         return super().fit(X, y)
 
-    def _fit_uncertainty(self, modules, grid, data, calib, seed):
+    def _fit_noise_variance(self, data):
+        """``noise_variance_`` of all subjects (0 when it cannot be estimated)."""
+        try:
+            self.noise_variance_ = noise_variance(data)
+        except ValueError:
+            # too few within-subject pairs: the SD will include the noise
+            self.noise_variance_ = 0.0
+
+    def _fit_uncertainty(self, modules, data, calib, settings):
         """Noise variance (all subjects) and error-variance head.
 
         The head is fitted on the residuals of each of ``modules`` on the
@@ -409,47 +476,43 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         """
         from fdaimpute.nn.uncertainty import fit_error_head
 
-        try:
-            self.noise_variance_ = noise_variance(data)
-        except ValueError:
-            # too few within-subject pairs: the std will include the noise
-            self.noise_variance_ = 0.0
+        self._fit_noise_variance(data)
         self.error_head_ = None
         if calib is not None:
             self.error_head_ = fit_error_head(
                 modules if len(modules) > 1 else modules[0],
                 calib if len(calib) > 1 else calib[0],
-                grid,
+                settings.grid,
                 self.noise_variance_ / self.value_scale_**2,
                 anchors=self._anchor_rule(),
-                seed=seed + 11,
+                seed=settings.seed + 11,
             )
 
-    def _make_trainer(
-        self, module, grid, cfg, regularizers, amp, seed, start_epoch=0, budget=True
-    ):
+    def _make_trainer(self, module, settings, *, start_epoch=0, stop_epoch=None):
         """Build the :class:`~fdaimpute.nn.Trainer` (override to customise).
 
-        ``budget=False`` leaves ``max_time`` out (a run of fixed length).
+        A run given a ``stop_epoch`` has a fixed length: no ``max_time``.
         """
+        cfg = settings.config
         return self._trainer_class()(
             module,
-            grid,
+            settings.grid,
             max_epochs=cfg["max_epochs"],
-            max_time=self.max_time if budget else None,
+            max_time=self.max_time if stop_epoch is None else None,
             batch_size=cfg["batch_size"],
             lr=cfg["lr"],
             lr_schedule=cfg["lr_schedule"],
             patience=cfg["patience"],
             clip_grad=self.clip_grad,
-            regularizers=regularizers,
+            regularizers=settings.regularizers,
             visible_weight=cfg["visible_weight"],
             anchors=self._anchor_rule(),
-            amp=amp,
+            amp=settings.amp,
             cuda_graph=self.cuda_graph,
-            seed=seed,
+            seed=settings.seed,
             verbose=self.verbose,
             start_epoch=start_epoch,
+            stop_epoch=stop_epoch,
             keep_start=self.base_ is not None,
             **self._trainer_options(),
         )

@@ -43,59 +43,40 @@ def n_folds(setting, n_subjects, warm):
     return min(int(setting), n_subjects) if n_subjects >= 2 else 0
 
 
-def cross_fit(imputer, data, grid, cfg, regularizers, amp, seed, folds, device):
+def cross_fit(data, folds, seed, fit_fold, tensors):
     """Networks trained without each fold, paired with that fold.
+
+    The imputer supplies the two steps that know networks; this function
+    deals the subjects into folds and pairs each network with the subjects
+    it did not see.
 
     Parameters
     ----------
-    imputer : _NeuralImputer
-        The imputer being fitted; its network is trained and its
-        ``module_config_`` and ``best_epoch_`` set.
     data : IrregularData
         All training subjects.
-    grid : Tensor
-        The model grid (standardised time).
-    cfg : dict
-        Resolved settings (:meth:`_NeuralImputer._config`).
-    regularizers : list
-        Checked regularizers.
-    amp : bool or str
-        Mixed precision.
-    seed : int
-        Seed of the folds and of the networks.
     folds : int
         Number of folds (2 or more).
-    device : torch.device
-        Where to train.
+    seed : int
+        Seed of the deal.
+    fit_fold : callable
+        ``fit_fold(train, j)``: the network of fold ``j`` trained on the
+        subjects ``train`` of the other folds, as the imputer's network was
+        (``_NeuralImputer._fold_network``).
+    tensors : callable
+        ``tensors(subjects)``: the subjects as the networks read them
+        (``RaggedTensors`` in standardised units).
 
     Returns
     -------
     modules : list of torch.nn.Module
-        One trained network per fold.
+        One trained network per fold, in eval mode.
     held : list of RaggedTensors
         The subjects of each fold, which its network did not see.
     """
-    import torch
-
     fold = np.random.default_rng(seed).permutation(len(data)) % folds
-    last = imputer.best_epoch_
     modules, held = [], []
     for j in range(folds):
         train = data.take(np.flatnonzero(fold != j))
-        torch.manual_seed(seed + 101 * (j + 1))
-        module = imputer._build_module(imputer.module_config_).to(device)
-        imputer._after_build(module, grid)
-        if imputer.base_ is not None:
-            imputer._attach_base(module, imputer._fit_base(train, seed))
-        if last >= 0:
-            # the same schedule as the imputer's network, stopped at the
-            # epoch it kept (by then the training loss is lowest, or near)
-            trainer = imputer._make_trainer(
-                module, grid, cfg, regularizers, amp, seed + j + 1, budget=False
-            )
-            trainer.on_epoch_end = lambda record: record["epoch"] >= last
-            trainer.fit(imputer._tensors(train, device))
-            imputer._finish_fold(module, grid)
-        modules.append(module.eval())
-        held.append(imputer._tensors(data.take(np.flatnonzero(fold == j)), device))
+        modules.append(fit_fold(train, j).eval())
+        held.append(tensors(data.take(np.flatnonzero(fold == j))))
     return modules, held

@@ -123,6 +123,11 @@ class Trainer:
         Number of the first epoch (epochs already trained, for a warm
         start): epoch numbers in ``history``, ``best_epoch`` and the
         regularizers' weight schedules continue from it.
+    stop_epoch : int or None, default=None
+        Number of the last epoch to run (counted as in ``history``): a
+        shorter run on the schedule planned for ``max_epochs``, as when
+        the first epochs of an earlier run are repeated. ``None``: no such
+        stop.
     keep_start : bool, default=False
         Score the module on the validation subjects before training and
         keep that starting state (``best_epoch = start_epoch - 1``) unless
@@ -159,8 +164,9 @@ class Trainer:
         signed-rank test's p-value (None if no epoch had a lower error or
         nothing was validated).
     stop_reason : str
-        ``"max_epochs"``, ``"max_time"``, ``"early stopping"``,
-        ``"callback"``, ``"non-finite loss"`` or ``"interrupted"``.
+        ``"max_epochs"``, ``"max_time"``, ``"stop_epoch"``,
+        ``"early stopping"``, ``"callback"`` (:meth:`on_epoch_end`),
+        ``"non-finite loss"`` or ``"interrupted"``.
     interrupted : bool
         Whether :meth:`fit` stopped on a ``KeyboardInterrupt``.
 
@@ -209,6 +215,7 @@ class Trainer:
         seed=0,
         verbose=False,
         start_epoch=0,
+        stop_epoch=None,
         keep_start=False,
         start_margin=1.0,
         start_level=0.05,
@@ -247,6 +254,7 @@ class Trainer:
         self.step = 0
         self.planned_epochs = max_epochs
         self.start_epoch = int(start_epoch)
+        self.stop_epoch = None if stop_epoch is None else int(stop_epoch)
         self.keep_start = bool(keep_start)
         self.start_margin = float(start_margin)
         self.start_level = float(start_level)
@@ -609,6 +617,9 @@ class Trainer:
                 )
             if self.on_epoch_end(record):
                 self.stop_reason = "callback"
+                return
+            if self.stop_epoch is not None and epoch >= self.stop_epoch:
+                self.stop_reason = "stop_epoch"
                 return
             if self.patience is not None and since_best >= self.patience:
                 self.stop_reason = "early stopping"
