@@ -45,7 +45,9 @@ class AutoImputer(BaseImputer):
     scored on the errors of its own refits (their tuning - bandwidths,
     smoothing, ``K``, the predictor's noise - chosen on all the data);
     the kernel smoother is refitted on each fold's visible points, and the
-    chosen method's fit is kept. The choice costs about one fit of each
+    chosen method's fit is kept. A method whose fit gives some training
+    subject an implausible curve (the warning of ``transform``) is passed
+    over unless all are. The choice costs about one fit of each
     method. Otherwise (one random draw of hidden points, or more than
     ``max_subjects`` subjects, whose choice is made on a random subsample)
     each candidate is refitted on each fold's visible points and the chosen
@@ -89,6 +91,10 @@ class AutoImputer(BaseImputer):
     cv_scores_ : dict
         Mean squared error of the hidden points for each candidate
         (``inf`` where its fit failed).
+    implausible_ : list of str
+        Candidates fitted on all the data whose curve of some training
+        subject leaves the data's range widened by half of it (the warning
+        of ``transform``); they are not chosen unless every candidate is.
     n_hidden_ : int
         Hidden points scored.
     mean_ : ndarray of shape (n_grid,)
@@ -177,6 +183,11 @@ class AutoImputer(BaseImputer):
                 "AutoImputer: every candidate failed on the held-out folds; fit "
                 "one method directly to see its error"
             )
+        self.implausible_ = sorted(
+            name for name, est in fitted.items() if _implausible(est, data)
+        )
+        plausible = {k: v for k, v in finite.items() if k not in self.implausible_}
+        finite = plausible or finite
         self.method_ = min(finite, key=finite.get) if finite else names[0]
         if self.method_ != "pace" and "pace" in finite:
             # PACE (bands, scores) unless another is better by a standard error
@@ -295,6 +306,19 @@ def _own_errors(est, data, index):
     if own is None or not np.array_equal(own[0], index):
         return None
     return np.where(np.isfinite(own[1]), own[1], np.inf)
+
+
+def _implausible(est, data):
+    """Whether a fit gives some subject of ``data`` an implausible curve.
+
+    That is, the warning of ``transform``: a curve leaving the data's range
+    widened by half of it inside the observed time range.
+    """
+    grid = np.linspace(*est.time_range_, 101)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.transform(data, grid=grid)
+    return any("widened by half" in str(w.message) for w in caught)
 
 
 def _refit_errors(est, data, val, folds):

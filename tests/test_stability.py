@@ -266,3 +266,35 @@ def test_auto_imputer_scores_are_held_out_errors(name):
     in_sample_mse = float(np.mean((in_sample - data.values[index]) ** 2))
     assert auto.cv_scores_[name] > 1.2 * in_sample_mse
     assert 0.25 < auto.cv_scores_[name] < np.var(data.values)
+
+
+def test_auto_imputer_passes_over_an_implausible_fit(monkeypatch):
+    # mFPCA's default fit on 90 of Blackmore's girls (the stability
+    # benchmark's subsample, split 0) swings far outside the data for some
+    # girls; the chooser must see that, and pass over a candidate that does.
+    from fdaimpute import auto as auto_module
+
+    data = _blackmore()
+    rng = np.random.default_rng(90)
+    small = data.take(np.sort(rng.choice(len(data), 90, replace=False)))
+    visible, _, _ = split_held_out(small, 0.2, min_keep=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mfpca = fi.MFPCAImputer().fit(visible)
+    assert auto_module._implausible(mfpca, visible)
+    kernel = fi.KernelImputer().fit(visible)
+    assert not auto_module._implausible(kernel, visible)
+
+    design = _small_design(5, 40, 5)
+    flagged = []
+
+    def pace_is_implausible(est, data):
+        flagged.append(type(est).__name__)
+        return isinstance(est, fi.PACEImputer)
+
+    monkeypatch.setattr(auto_module, "_implausible", pace_is_implausible)
+    auto = fi.AutoImputer(random_state=0).fit(design)
+    assert sorted(flagged) == ["FACEImputer", "MFPCAImputer", "PACEImputer"]
+    assert auto.implausible_ == ["pace"]
+    others = {k: v for k, v in auto.cv_scores_.items() if k != "pace"}
+    assert auto.method_ == min(others, key=others.get)
