@@ -61,6 +61,10 @@ def subsample(data, n, seed=0):
     return data.take(np.sort(rng.choice(len(data), n, replace=False)))
 
 
+def _subsampled(loader, n):
+    return lambda: subsample(loader(), n, seed=n)
+
+
 def _framingham(n):
     return lambda: subsample(fi.datasets.load_framingham().data, n, seed=n)
 
@@ -72,14 +76,19 @@ def _uk(n, level="sparse"):
 #: name -> loader of every data set the stability benchmark scores
 DATASETS = {
     "blackmore": blackmore,
+    "blackmore-90": _subsampled(blackmore, 90),
     "pbcseq": pbcseq,
+    "pbcseq-90": _subsampled(pbcseq, 90),
+    "pbcseq-250": _subsampled(pbcseq, 250),
     "orthodont": orthodont,
     "oxboys": oxboys,
     "sitka": sitka,
     "framingham-50": _framingham(50),
+    "framingham-90": _framingham(90),
     "framingham-100": _framingham(100),
     "framingham-250": _framingham(250),
     "uk-8-12-50": _uk(50),
+    "uk-8-12-90": _uk(90),
     "uk-8-12-100": _uk(100),
     "uk-8-12-250": _uk(250),
 }

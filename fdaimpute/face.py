@@ -260,6 +260,7 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
         )
         # the refits keep the chosen smoothing: they judge this fit's model
         options.update(lambda_mean=result.lambda_mean, lambda_cov=result.lambda_cov)
+        heldout = {}
         with one_blas_thread():
             model.band_weight, model.band_misfit, scale = held_out_bands(
                 *scaled,
@@ -268,7 +269,9 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
                 observation_noise,
                 tune_noise=True,
                 noise_variance=model.noise_variance,
+                heldout=heldout,
             )
+        self._keep_heldout(heldout)
         model.noise_variance *= scale
         self._model = model
         self._set_model_attributes(model, self.grid_)

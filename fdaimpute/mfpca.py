@@ -227,6 +227,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         model = self._model = result.model
         refit = dict(options, n_basis=model.cov_knots.size - model.degree - 1)
         refit["n_components"] = model.n_components
+        heldout = {}
         with one_blas_thread():
             model.band_weight, model.band_misfit, scale = held_out_bands(
                 times,
@@ -238,7 +239,9 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
                 model.noise_variance,
                 tune_noise=True,
                 noise_variance=model.noise_variance,
+                heldout=heldout,
             )
+        self._keep_heldout(heldout)
         spread = self._scale[3]
         self.noise_variance_ = model.noise_variance * spread**2
         model.noise_variance *= scale

@@ -172,8 +172,11 @@ default="cv"
         rotated smoother).
     cv_results_ : dict or None
         With cross-validation: the evaluated bandwidths, their scores (mean
-        squared error of the held-out points, best over ``K``) and the
-        score of each ``K`` at the chosen bandwidths.
+        squared error of the held-out points, best over ``K``), the
+        score of each ``K`` at the chosen bandwidths and, where ``K`` is
+        chosen or fixed, each held-out point's squared error under the
+        chosen model (``"heldout_errors"``, at positions ``"heldout_index"``
+        of the training observations).
     n_bins_ : int
         Number of bins of the mean and covariance sums.
     time_range_ : tuple of float

@@ -268,10 +268,9 @@ def test_version_prints_the_package_version(capsys):
 def test_impute_without_a_method_uses_auto(long_csv, tmp_path):
     path, df = long_csv
     out = tmp_path / "curves.csv"
-    quick = ["--param", "n_folds=1"]  # one fold of hidden points: a quick test
-    main(["impute", str(path), "-o", str(out), "--grid", "0:1:11", *NAMES[:6], *quick])
+    main(["impute", str(path), "-o", str(out), "--grid", "0:1:11", *NAMES[:6]])
     grid = np.linspace(0, 1, 11)
-    expected = fi.AutoImputer(grid=grid, random_state=0, n_folds=1)
+    expected = fi.AutoImputer(grid=grid, random_state=0)
     assert_allclose(_wide(out), _expected(df, expected))
 
 
@@ -321,10 +320,10 @@ def test_fit_with_python_gives_the_same_model(long_csv, tmp_path):
     path, df = long_csv
     model = tmp_path / "auto.fdai"
     fit = ["fit", str(path), "--save", str(model), "--grid", "0:1:11", *NAMES[:6]]
-    main([*fit, "--param", "n_folds=1"])
+    main(fit)
     data = fi.IrregularData.from_long(df, id="subject", time="age", value="bmi")
     grid = np.linspace(0, 1, 11)
-    ours = fi.AutoImputer(grid=grid, random_state=0, n_folds=1).fit(data)
+    ours = fi.AutoImputer(grid=grid, random_state=0).fit(data)
     assert load(model).method_ == ours.method_
     assert_allclose(load(model).transform(data), ours.transform(data))
 

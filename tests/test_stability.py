@@ -180,3 +180,121 @@ def test_auto_imputer_chooses_and_round_trips(tmp_path):
     auto.save(path)
     same = fi.AutoImputer.load(path)
     np.testing.assert_array_equal(same.transform(data), auto.transform(data))
+
+
+def test_auto_imputer_fits_each_candidate_once(monkeypatch):
+    # The choice must not repeat work: PACE's cross-validation, FACE's and
+    # mFPCA's fits and band refits run exactly as often as in one fit of each
+    # method alone (their refits' errors are the scores), the kernel smoother
+    # once per fold, and the chosen candidate is not fitted again.
+    import fdaimpute.face as face_module
+    import fdaimpute.mfpca as mfpca_module
+    from fdaimpute._pace import fit as pace_fit
+    from fdaimpute._pace.cv import heldout_folds
+
+    calls = {"face": 0, "mfpca": 0, "pace_cv": 0, "kernel": 0}
+
+    def counted(key, function):
+        def wrapper(*args, **kwargs):
+            calls[key] += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(face_module, "fit_face", counted("face", face_module.fit_face))
+    monkeypatch.setattr(
+        mfpca_module, "fit_mfpca", counted("mfpca", mfpca_module.fit_mfpca)
+    )
+    monkeypatch.setattr(
+        pace_fit, "select_by_cv", counted("pace_cv", pace_fit.select_by_cv)
+    )
+    monkeypatch.setattr(
+        fi.KernelImputer, "_fit", counted("kernel", fi.KernelImputer._fit)
+    )
+    data = _small_design(5, 40, 5)
+    alone = {}
+    for name, est in [("face", fi.FACEImputer()), ("mfpca", fi.MFPCAImputer())]:
+        before = calls[name]
+        est.fit(data)
+        alone[name] = calls[name] - before
+    assert alone["face"] > 1 and alone["mfpca"] > 1  # the band refits ran
+    for key in calls:
+        calls[key] = 0
+    auto = fi.AutoImputer(random_state=0).fit(data)
+    _, folds = heldout_folds(data.offsets, np.random.RandomState(0))
+    assert len(folds) == 5  # small data: the systematic folds every method hides
+    chosen_kernel = auto.method_ == "kernel"
+    assert calls == {
+        "face": alone["face"],
+        "mfpca": alone["mfpca"],
+        "pace_cv": 1,
+        "kernel": len(folds) + chosen_kernel,
+    }
+    assert auto.n_hidden_ == sum(f.size for f in folds)
+    # the chosen candidate is the one fitted for the choice, and is what a fit
+    # of that method alone gives
+    seed = int(np.random.RandomState(0).randint(np.iinfo(np.int32).max))
+    params = {"random_state": seed} if auto.method_ == "pace" else {}
+    alone_fit = type(auto.estimator_)(**params).fit(data)
+    np.testing.assert_allclose(
+        auto.transform(data), alone_fit.transform(data), rtol=1e-10, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("name", ["pace", "face", "kernel"])
+def test_auto_imputer_scores_are_held_out_errors(name):
+    # Each candidate's score is the mean squared error of points its model
+    # did not see: hiding them changes nothing, and the score equals that of
+    # refits on the visible points of each fold with the same tuning.
+    from fdaimpute import auto as auto_module
+    from fdaimpute._pace.cv import heldout_folds
+
+    data = _small_design(6, 40, 5)
+    auto = fi.AutoImputer(candidates=("pace", name), random_state=0).fit(data)
+    rng = np.random.RandomState(0)
+    seed = int(rng.randint(np.iinfo(np.int32).max))
+    val, folds = heldout_folds(data.offsets, rng)
+    if name == "kernel":
+        errors = auto_module._refit_errors(fi.KernelImputer(), data, val, folds)
+        assert auto.cv_scores_[name] == pytest.approx(errors.mean(), rel=1e-12)
+    # scores are of a fit's predictions of hidden points: above the in-sample
+    # error of the same fit, above the noise (0.25) and below the variance
+    est = auto_module._candidate(name, seed).fit(data)
+    index = np.concatenate(folds)
+    times = np.split(data.times, data.offsets[1:-1])
+    in_sample = np.concatenate(est.predict_at(data, times))[index]
+    in_sample_mse = float(np.mean((in_sample - data.values[index]) ** 2))
+    assert auto.cv_scores_[name] > 1.2 * in_sample_mse
+    assert 0.25 < auto.cv_scores_[name] < np.var(data.values)
+
+
+def test_auto_imputer_passes_over_an_implausible_fit(monkeypatch):
+    # mFPCA's default fit on 90 of Blackmore's girls (the stability
+    # benchmark's subsample, split 0) swings far outside the data for some
+    # girls; the chooser must see that, and pass over a candidate that does.
+    from fdaimpute import auto as auto_module
+
+    data = _blackmore()
+    rng = np.random.default_rng(90)
+    small = data.take(np.sort(rng.choice(len(data), 90, replace=False)))
+    visible, _, _ = split_held_out(small, 0.2, min_keep=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mfpca = fi.MFPCAImputer().fit(visible)
+    assert auto_module._implausible(mfpca, visible)
+    kernel = fi.KernelImputer().fit(visible)
+    assert not auto_module._implausible(kernel, visible)
+
+    design = _small_design(5, 40, 5)
+    flagged = []
+
+    def pace_is_implausible(est, data):
+        flagged.append(type(est).__name__)
+        return isinstance(est, fi.PACEImputer)
+
+    monkeypatch.setattr(auto_module, "_implausible", pace_is_implausible)
+    auto = fi.AutoImputer(random_state=0).fit(design)
+    assert sorted(flagged) == ["FACEImputer", "MFPCAImputer", "PACEImputer"]
+    assert auto.implausible_ == ["pace"]
+    others = {k: v for k, v in auto.cv_scores_.items() if k != "pace"}
+    assert auto.method_ == min(others, key=others.get)

@@ -38,6 +38,7 @@ def held_out_bands(
     seed=0,
     tune_noise=False,
     noise_variance=None,
+    heldout=None,
 ):
     """``(w, tau^2, scale)`` from refits with held-out points hidden.
 
@@ -70,6 +71,12 @@ def held_out_bands(
         refit's own, which can collapse in one fold (on 800 random lines
         with 3-5 points, two refits of five had a noise variance near 0 and
         errors 40 times the others', and they alone chose the factor).
+    heldout : dict, default=None
+        If given, receives ``"index"`` (positions of the hidden observations
+        in ``times``) and ``"errors"`` (their squared prediction errors
+        under the refits, at the chosen factor), so that a caller comparing
+        methods on the same hidden points need not refit (left empty when
+        the refits fail).
 
     Returns
     -------
@@ -112,6 +119,9 @@ def held_out_bands(
     gain = errors[0] - errors[best]
     scale = scales[best] if gain > 1e-3 * errors[0] + 1e-9 * spread else 1.0
     terms = [band_terms(vis, new, lam, s2 * scale, k) for vis, new, lam, s2, k in parts]
+    if heldout is not None:
+        heldout["index"] = np.concatenate(folds)
+        heldout["errors"] = np.concatenate([t[0] for t in terms]) ** 2
     joined = [np.concatenate(t) for t in zip(*terms)]
     noise = np.concatenate(
         [

@@ -39,6 +39,19 @@ class SplineModelPredictor(ConditionalScorePredictor):
         self._scale = (float(lo), float(span), centre, spread)
         return self._model_times(data.times), (data.values - centre) / spread
 
+    def _keep_heldout(self, heldout):
+        """Keep the held-out points' squared errors of the band refits.
+
+        ``_heldout_errors`` is ``(index, errors)``: positions of the hidden
+        training observations and squared errors in the data's units (None
+        when the refits failed). A chooser among methods compares them on
+        the same hidden points instead of refitting.
+        """
+        spread = self._scale[3]
+        self._heldout_errors = (
+            (heldout["index"], heldout["errors"] * spread**2) if heldout else None
+        )
+
     def _model_times(self, t):
         lo, span, _, _ = self._scale
         return (np.asarray(t, dtype=np.float64) - lo) / span

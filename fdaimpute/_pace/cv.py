@@ -397,7 +397,10 @@ def select_by_cv(
         Chosen number of components (``None`` unless ``n_components="cv"``):
         the smallest within one standard error of the best.
     results : dict
-        Evaluated bandwidths and scores.
+        Evaluated bandwidths and scores; where ``K`` is chosen or fixed,
+        also each hidden point's squared error under the chosen model
+        (``"heldout_errors"``) and its position in ``times``
+        (``"heldout_index"``).
     """
     n_subjects = offsets.size - 1
     counts = np.diff(offsets)
@@ -427,7 +430,7 @@ def select_by_cv(
                 (times[idx_new], resid_all[idx_new], off_new),
             )
         )
-    return select_on_folds(
+    bandwidth, k, results = select_on_folds(
         numerics,
         parts,
         bandwidth_cov=bandwidth_cov,
@@ -436,6 +439,9 @@ def select_by_cv(
         tune_noise=tune_noise,
         difference_noise=difference_noise,
     )
+    if "heldout_errors" in results:
+        results["heldout_index"] = np.concatenate(folds)
+    return bandwidth, k, results
 
 
 def select_on_heldout(
@@ -584,6 +590,8 @@ def select_on_folds(
         n_hidden=n_hidden,
         n_folds=len(folds),
     )
+    if k_bands is not None:
+        results["heldout_errors"] = errors[:, min(k_bands, max_k) - 1].copy()
     if bands is not None:
         results["rest_weight"], results["misfit_variance"], profile = bands
         if profile is not None:
