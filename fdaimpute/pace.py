@@ -377,7 +377,7 @@ default="cv"
                 "fdapace_compat=True smooths isotropically; give "
                 "bandwidth_cov as a single number, not a pair"
             )
-        if _is_rule(bw, "cv"):
+        if _fit.is_rule(bw, "cv"):
             raise ValueError(
                 "bandwidth_cov='cv' chooses a rotated smoother, which "
                 "fdapace_compat=True does not use; use 'gcv', "
@@ -649,8 +649,3 @@ default="cv"
             numerics.mean_at(model, times),
             numerics.basis_at(model.eigenfunctions, times),
         )
-
-
-def _is_rule(value, name):
-    """Whether a parameter holds the string rule ``name`` (not a number or pair)."""
-    return isinstance(value, str) and value == name

@@ -118,7 +118,7 @@ def fit_pace(
         with phase("noise"):
             difference_noise = _difference_noise(times, values, subject)
     h_cov, k_cv, cv_results = bandwidth_cov, None, None
-    if _is_rule(bandwidth_cov, "cv") or _is_rule(n_components, "cv"):
+    if is_rule(bandwidth_cov, "cv") or is_rule(n_components, "cv"):
         with phase("cross-validation"):
             h_cov, k_cv, cv_results = select_by_cv(
                 times,
@@ -138,7 +138,7 @@ def fit_pace(
         times, values, subject, offsets.size - 1, bins, bandwidth_mean, rng
     )
     loglik_data = None
-    if _is_rule(n_components, "aic") or _is_rule(n_components, "bic"):
+    if is_rule(n_components, "aic") or is_rule(n_components, "bic"):
         loglik_data = (times, values, offsets)
     return finish_fit(
         numerics,
@@ -232,7 +232,7 @@ def finish_fit(
     return PACEFit(model, estimate, pooled.bins.centres.size, cv_results)
 
 
-def _is_rule(value, name):
+def is_rule(value, name):
     """Whether a parameter holds the string rule ``name`` (not a number or pair)."""
     return isinstance(value, str) and value == name
 
