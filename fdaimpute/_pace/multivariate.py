@@ -28,13 +28,13 @@ import scipy.sparse as sp
 
 from fdaimpute._interpolate import spline_columns
 from fdaimpute._pace.binning import CovMoments
+from fdaimpute._pace.cv import heldout_folds
 from fdaimpute._pace.eigen import (
     orient_by_peak,
     quadrature_weights,
     trapezoid,
     weighted_eigenpairs,
 )
-from fdaimpute._pace.cv import heldout_folds
 from fdaimpute._pace.joint import posterior_scores_by_variable
 from fdaimpute._pace.scores import cumulative_predictions, truncated_error_variance
 from fdaimpute._pace.surface import RotatedSmoother
