@@ -13,6 +13,7 @@ from fdaimpute._covariates import CovariateDesign, varying_coefficients
 from fdaimpute._interpolate import spline_columns
 from fdaimpute._linalg import one_blas_thread
 from fdaimpute._pace.binning import choose_bins
+from fdaimpute._pace.cv import N_FOLDS
 from fdaimpute._pace.heldout import one_standard_error_k
 from fdaimpute._pace.multivariate import (
     MultivariatePACEModel,
@@ -144,6 +145,10 @@ class MultivariatePACEImputer(BaseImputer):
         Cumulative fraction of the joint variance explained.
     n_knots_ : list of int
         Each variable's knots in the refinement.
+    refined_ : bool
+        Whether the refinement was applied (see Notes).
+    refine_scores_ : ndarray of shape (2,) or None
+        Held-out error without and with refinement (subject folds).
     cv_scores_ : ndarray or None
         With ``n_components="auto"`` and several variables: the held-out
         score of each ``K`` up to the cap (``K - 1`` indexes it).
@@ -459,7 +464,12 @@ class MultivariatePACEImputer(BaseImputer):
             rest_loadings=[x[:, k:].copy() for x in loads],
         )
         self.n_knots_ = [self._knots(u) for u in self.univariate_]
-        for _ in range(self.refine_steps if p > 1 else 0):
+        self.refined_ = p > 1 and self.refine_steps > 0
+        self.refine_scores_ = None
+        if self.refined_:
+            self.refine_scores_ = self._score_refinement(model, data)
+            self.refined_ = bool(self.refine_scores_[1] < self.refine_scores_[0])
+        for _ in range(self.refine_steps if self.refined_ else 0):
             model = refine(model, data, self.n_knots_)
         self._model = model
         for _ in range(BACKFIT_STEPS if design is not None else 0):
@@ -468,7 +478,7 @@ class MultivariatePACEImputer(BaseImputer):
         self.eigenvalues_ = self._model.eigenvalues
         self.fve_ = fve[:k].copy()
         self.noise_variance_ = np.array([u.noise_variance_ for u in self.univariate_])
-        if p > 1 and self.refine_steps:
+        if self.refined_:
             self.noise_variance_ = self._model.noise_variance.copy()
         self.mean_ = self._model.grid_mean(self.grid_)
         return self
@@ -493,6 +503,38 @@ class MultivariatePACEImputer(BaseImputer):
         errors = errors[:, :cap]
         self.cv_scores_ = errors.mean(axis=0)
         return one_standard_error_k(errors, owner)
+
+    def _score_refinement(self, model, data):
+        """Held-out error of ``model`` without and with refinement, by subject folds.
+
+        Refinement fits the loadings to the observations themselves, so
+        held-out points of the subjects it was fitted on cannot judge it.
+        Subjects are dealt into ``N_FOLDS`` folds (by position); each
+        fold's subjects hide their observations (as for ``K``) and are
+        predicted by ``model`` and by ``model`` refined on the other folds'
+        subjects alone.
+
+        Returns
+        -------
+        ndarray of shape (2,)
+            Mean relative squared error without and with refinement.
+        """
+        folds = np.arange(len(data)) % N_FOLDS
+        errors = [[], []]
+        for f in range(N_FOLDS):
+            val = data.take(np.flatnonzero(folds == f))
+            if not np.any(val.n_obs >= 2):
+                continue
+            refined = model
+            for _ in range(self.refine_steps):
+                refined = refine(
+                    refined, data.take(np.flatnonzero(folds != f)), self.n_knots_
+                )
+            for which, candidate in enumerate((model, refined)):
+                rng = check_random_state(self.random_state)
+                err, _, _ = heldout_errors(candidate, val, rng)
+                errors[which].append(err[:, -1])
+        return np.array([np.concatenate(e).mean() for e in errors])
 
     def _fit_cross(self, data, models, grids, blocks):
         lo, hi = self.time_range_
