@@ -193,7 +193,10 @@ class MultivariatePACEImputer(BaseImputer):
     ``benchmarks/bench_multivariate.py`` (seed 0) three steps lowered the
     error of the sparse variable from 1.89 to 1.21 times the oracle's and
     of the dense ones from 1.24 and 1.32 to 1.07; with knots on the whole
-    work grid, steps after the first raised it again.
+    work grid, steps after the first raised it again. The refinement is
+    kept only where it predicts held-out subjects better (subject folds,
+    each refined on the others; ``refine_scores_``): on PBC's five labs it
+    raised the held-out error of three by 3-9% and is declined there.
 
     *Covariates.* The mean of variable ``j`` is the varying-coefficient
     model ``mu0_j(t) + sum_k z_k beta_jk(t)`` (Jiang & Wang 2010): the

@@ -263,3 +263,15 @@ def test_component_choice_does_not_depend_on_the_seed():
     assert fits[0].cv_scores_.size == cap
     curves = [fit.transform(sim.train.data) for fit in fits]
     assert np.abs(curves[0] - curves[1]).max() < 1e-8
+
+
+def test_refinement_is_kept_where_it_predicts_held_out_subjects_better(shared):
+    sim, imp = shared
+    # the shared-score process is where refinement pays (see the Notes)
+    assert imp.refine_scores_.shape == (2,)
+    assert imp.refined_ == (imp.refine_scores_[1] < imp.refine_scores_[0])
+    assert imp.refined_
+    plain = MultivariatePACEImputer(
+        random_state=0, refine_steps=0, pace_params={"n_work_grid": 51}
+    ).fit(sim.train.data)
+    assert not plain.refined_ and plain.refine_scores_ is None
