@@ -49,6 +49,9 @@ __all__ = ["MultivariatePACEImputer"]
 _POSITIVE = Interval("real", 0, closed="neither")
 #: Backfitting steps of the covariate effects (see ``_backfit``).
 BACKFIT_STEPS = 2
+#: From this many subjects on, the refinement check uses one fold of
+#: subjects (see ``_score_refinement``).
+REFINE_SCORING_SUBJECTS = 1500
 _FIXED_PACE = ("grid", "extrapolate", "keep_observed", "random_state")
 
 
@@ -515,24 +518,29 @@ class MultivariatePACEImputer(BaseImputer):
         Subjects are dealt into ``N_FOLDS`` folds (by position); each
         fold's subjects hide their observations (as for ``K``) and are
         predicted by ``model`` and by ``model`` refined on the other folds'
-        subjects alone.
+        subjects alone. From ``REFINE_SCORING_SUBJECTS`` subjects on, one
+        fold is enough (the check then costs about one refinement of the
+        whole data, not five; refining on fewer subjects than the rest would
+        judge a weaker refinement: on 5,000 simulated subjects, refined on
+        1,500, it was declined although it halves the excess error).
 
         Returns
         -------
         ndarray of shape (2,)
             Mean relative squared error without and with refinement.
         """
-        folds = np.arange(len(data)) % N_FOLDS
+        n = len(data)
+        folds = np.arange(n) % N_FOLDS
+        large = n >= REFINE_SCORING_SUBJECTS
         errors = [[], []]
-        for f in range(N_FOLDS):
+        for f in range(1 if large else N_FOLDS):
             val = data.take(np.flatnonzero(folds == f))
             if not np.any(val.n_obs >= 2):
                 continue
+            train = data.take(np.flatnonzero(folds != f))
             refined = model
             for _ in range(self.refine_steps):
-                refined = refine(
-                    refined, data.take(np.flatnonzero(folds != f)), self.n_knots_
-                )
+                refined = refine(refined, train, self.n_knots_)
             for which, candidate in enumerate((model, refined)):
                 rng = check_random_state(self.random_state)
                 err, _, _ = heldout_errors(candidate, val, rng)
