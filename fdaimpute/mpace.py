@@ -487,6 +487,11 @@ class MultivariatePACEImputer(BaseImputer):
         if self.refined_:
             self.noise_variance_ = self._model.noise_variance.copy()
         self.mean_ = self._model.grid_mean(self.grid_)
+        if design is not None:
+            at_reference = np.eye(1, design.shape[1])  # z = 0: only mu0's correction
+            self.mean_ = (
+                self.mean_ + self._covariate_curves(at_reference, self.grid_)[0]
+            )
         return self
 
     def _choose_k(self, full, data):

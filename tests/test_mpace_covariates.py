@@ -55,6 +55,13 @@ def test_the_simulated_effects_are_recovered(driven):
     sim, imp = driven
     assert imp.covariate_columns_ == ["age", "group=b", "group=c"]
     assert imp.covariate_encoding_["group"]["reference"] == "a"
+    # mean_ is the curve of a subject at the covariates' reference
+    at_reference = {"age": np.array([imp.covariate_encoding_["age"]["centre"]])}
+    at_reference["group"] = np.array(["a"])
+    one = sim.train.data[:1]
+    one = _with_covariates(one, at_reference)
+    lo = imp._covariate_curves(imp._design(one), imp.grid_)[0]
+    assert np.allclose(imp._model.grid_mean(imp.grid_) + lo, imp.mean_)
     scales = [1.0, 4.0, 0.25]
     for j, scale in enumerate(scales):
         grid = imp.work_grids_[j]
