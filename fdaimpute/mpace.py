@@ -52,6 +52,12 @@ BACKFIT_STEPS = 2
 #: From this many subjects on, the refinement check uses one fold of
 #: subjects (see ``_score_refinement``).
 REFINE_SCORING_SUBJECTS = 1500
+#: Refinement is declined only when its held-out error is higher by more
+#: than this share: the unrefined model's smoothed covariances saw the
+#: validation subjects, so ties go to the refinement (on the simulated
+#: process with covariates, 2,000 subjects, it scored 0.2-0.5% worse in
+#: one fold yet lowers the test error; on PBC's labs 10-12% worse).
+REFINE_TOLERANCE = 0.02
 _FIXED_PACE = ("grid", "extrapolate", "keep_observed", "random_state")
 
 
@@ -199,7 +205,8 @@ class MultivariatePACEImputer(BaseImputer):
     work grid, steps after the first raised it again. The refinement is
     kept only where it predicts held-out subjects better (subject folds,
     each refined on the others; ``refine_scores_``): on PBC's five labs it
-    raised the held-out error of three by 3-9% and is declined there.
+    raised the held-out error of three by 3-9% and is declined there (it
+    is declined when it scores more than 2% worse).
 
     *Covariates.* The mean of variable ``j`` is the varying-coefficient
     model ``mu0_j(t) + sum_k z_k beta_jk(t)`` (Jiang & Wang 2010): the
@@ -474,7 +481,8 @@ class MultivariatePACEImputer(BaseImputer):
         self.refine_scores_ = None
         if self.refined_:
             self.refine_scores_ = self._score_refinement(model, data)
-            self.refined_ = bool(self.refine_scores_[1] < self.refine_scores_[0])
+            worse = self.refine_scores_[1] / self.refine_scores_[0] - 1
+            self.refined_ = bool(worse <= REFINE_TOLERANCE)
         for _ in range(self.refine_steps if self.refined_ else 0):
             model = refine(model, data, self.n_knots_)
         self._model = model

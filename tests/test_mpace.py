@@ -269,7 +269,7 @@ def test_refinement_is_kept_where_it_predicts_held_out_subjects_better(shared):
     sim, imp = shared
     # the shared-score process is where refinement pays (see the Notes)
     assert imp.refine_scores_.shape == (2,)
-    assert imp.refined_ == (imp.refine_scores_[1] < imp.refine_scores_[0])
+    assert imp.refined_ == (imp.refine_scores_[1] <= 1.02 * imp.refine_scores_[0])
     assert imp.refined_
     plain = MultivariatePACEImputer(
         random_state=0, refine_steps=0, pace_params={"n_work_grid": 51}
