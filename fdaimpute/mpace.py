@@ -175,7 +175,7 @@ class MultivariatePACEImputer(BaseImputer):
         With ``covariates``: variable ``j``'s coefficient curves on
         ``work_grids_[j]``, shape ``(q + 1, G_j)``: row 0 a correction of
         ``mu0_j`` (from backfitting), then ``beta_jk`` in the order of
-        :attr:`covariate_columns_`.
+        ``covariate_columns_``.
     covariate_columns_ : list of str
         Names of the design's columns (``"age"``, ``"sex=m"``, ...).
 
