@@ -38,10 +38,22 @@ class MultivariateBasisProcess:
         Names; default ``"x0", "x1", ...``.
     domain : tuple of float, default=(0.0, 1.0)
         The time interval.
+    covariate_mean : callable, default=None
+        ``covariate_mean(j, t, covariates)``: the shift of variable ``j``'s
+        mean at times ``t`` (shape (m,)) for subjects whose covariates are
+        ``covariates`` (a dict of arrays of shape (m,), one entry per time);
+        ``None``: no covariate effect.
     """
 
     def __init__(
-        self, means, bases, score_var, noise_sd, variables=None, domain=(0.0, 1.0)
+        self,
+        means,
+        bases,
+        score_var,
+        noise_sd,
+        variables=None,
+        domain=(0.0, 1.0),
+        covariate_mean=None,
     ):
         if len(means) != len(bases):
             raise ValueError("means and bases need one entry per variable each")
@@ -58,6 +70,7 @@ class MultivariateBasisProcess:
             [f"x{j}" for j in range(p)] if variables is None else list(variables)
         )
         self.domain = (float(domain[0]), float(domain[1]))
+        self.covariate_mean = covariate_mean
 
     @property
     def n_variables(self):
@@ -68,6 +81,33 @@ class MultivariateBasisProcess:
         """Variable ``j``'s mean at times ``t``."""
         t = np.asarray(t, dtype=np.float64)
         return np.broadcast_to(np.asarray(self.means[j](t), dtype=np.float64), t.shape)
+
+    def covariate_shift(self, j, t, covariates):
+        """Variable ``j``'s mean shift at ``t`` (0 without covariate effect)."""
+        t = np.asarray(t, dtype=np.float64)
+        if self.covariate_mean is None:
+            return np.zeros(t.shape)
+        return np.asarray(self.covariate_mean(j, t, covariates), dtype=np.float64)
+
+    def subject_shifts(self, covariates, t):
+        """Every variable's mean shift of each subject at ``t``, (n, p, len(t)).
+
+        ``covariates`` holds one value per subject (zeros without an effect).
+        """
+        t = np.asarray(t, dtype=np.float64)
+        if self.covariate_mean is None:
+            n = len(next(iter(covariates.values()))) if covariates else 0
+            return np.zeros((n, self.n_variables, t.size))
+        n = len(next(iter(covariates.values())))
+        tiled = np.tile(t, n)
+        per_time = {k: np.repeat(np.asarray(v), t.size) for k, v in covariates.items()}
+        return np.stack(
+            [
+                self.covariate_shift(j, tiled, per_time).reshape(n, t.size)
+                for j in range(self.n_variables)
+            ],
+            axis=1,
+        )
 
     def basis(self, j, t):
         """Variable ``j``'s loadings at times ``t``, shape ``(len(t), M)``."""
@@ -152,6 +192,7 @@ def sample_multivariate(
     grid=None,
     split=(0.9, 0.05, 0.05),
     snr=None,
+    covariates=None,
     random_state=None,
 ):
     """Draw ``n`` subjects, each variable observed at its own grid times.
@@ -176,6 +217,9 @@ def sample_multivariate(
     snr : float, default=None
         If given, each variable's noise SD is the grid average of its
         curves' SD over ``snr`` (in a copy of ``process``).
+    covariates : dict of str to array-like, default=None
+        The subjects' covariates (one value each); the curves include the
+        process's ``covariate_mean`` for them, and the data carry them.
     random_state : int, Generator or None
         Seed.
 
@@ -196,6 +240,9 @@ def sample_multivariate(
         raise ValueError(f"split must be three shares summing to 1: {split}")
     scores = process.sample_scores(n, rng)
     truth = process.curves(scores, grid)
+    if covariates is not None:
+        covariates = {k: np.asarray(v) for k, v in covariates.items()}
+        truth = truth + process.subject_shifts(covariates, grid)
     if snr is not None:
         sd = truth.std(axis=0, ddof=1).mean(axis=1)
         process = MultivariateBasisProcess(
@@ -205,6 +252,7 @@ def sample_multivariate(
             sd / snr,
             process.variables,
             process.domain,
+            process.covariate_mean,
         )
     times, values, variable, subject = [], [], [], []
     for j, (lo, hi) in enumerate(ranges):
@@ -229,6 +277,7 @@ def sample_multivariate(
         np.concatenate(variable)[order],
         offsets,
         process.variables,
+        covariates=covariates,
     )
     n_train = int(round(split[0] * n))
     n_val = int(round(split[1] * n))

@@ -248,7 +248,9 @@ class MultivariateConditionalMean:
     covariance of all of a subject's observations, of every variable, is
     known, and the conditional expectation of each variable's curve given
     them all is exact (the best predictor of all, the process being
-    Gaussian). Needs no fitting.
+    Gaussian). Where the process's mean depends on subject covariates
+    (``covariate_mean``), each subject's own mean is used: the
+    covariate-aware oracle. Needs no fitting.
 
     Parameters
     ----------
@@ -308,14 +310,29 @@ class MultivariateConditionalMean:
             raise ValueError(f"X has {data.n_variables} variables, the process {p}")
         basis = np.empty((data.times.size, proc.score_var.size))
         resid = np.empty(data.times.size)
+        covariates = self._covariates(data)
+        per_obs = {k: v[data.subject_index] for k, v in covariates.items()}
         for j in range(p):
             on = data.variable == j
             basis[on] = proc.basis(j, data.times[on])
-            resid[on] = data.values[on] - proc.mean(j, data.times[on])
+            shift = proc.covariate_shift(
+                j, data.times[on], {k: v[on] for k, v in per_obs.items()}
+            )
+            resid[on] = data.values[on] - proc.mean(j, data.times[on]) - shift
         noise = proc.noise_sd[data.variable] ** 2
         return posterior_scores_by_variable(
             resid, basis, data.offsets, proc.score_var, noise, with_cov=with_cov
         )
+
+    def _covariates(self, data):
+        """The subjects' covariates the process's mean needs ({} if none)."""
+        if self.process.covariate_mean is None:
+            return {}
+        if not data.covariates:
+            raise ValueError(
+                "the process's mean depends on covariates, and X carries none"
+            )
+        return data.covariates
 
     def transform(self, X, return_std=False):
         """Each variable's conditional mean on ``grid_``, variable-major.
@@ -343,6 +360,9 @@ class MultivariateConditionalMean:
         basis = np.concatenate([proc.basis(j, grid) for j in range(p)])
         mean = np.concatenate([proc.mean(j, grid) for j in range(p)])
         curves = mean + scores @ basis.T
+        if proc.covariate_mean is not None:
+            shifts = proc.subject_shifts(self._covariates(X), grid)
+            curves = curves + shifts.reshape(len(X), -1)
         if not return_std:
             return curves
         var = np.einsum("gk,nkl,gl->ng", basis, cov, basis)

@@ -388,6 +388,7 @@ def multivariate_gaussian(
     snr=4.0,
     n_grid=101,
     split=(0.9, 0.05, 0.05),
+    covariates=False,
     random_state=None,
 ):
     """Several Gaussian functional variables with a known cross-covariance.
@@ -423,6 +424,14 @@ def multivariate_gaussian(
         Grid of the truth and of the observation times.
     split : tuple of 3 floats, default=(0.9, 0.05, 0.05)
         Train/validation/test shares.
+    covariates : bool, default=False
+        Give every subject an ``"age"`` (normal, mean 50, SD 10) and a
+        ``"group"`` (``"a"``, ``"b"``, ``"c"`` with probabilities 0.5, 0.3,
+        0.2) that shift each variable's mean: ``s_j [0.8 (age - 50) / 10
+        cos(pi t) + 0.8 t [group b] - 0.8 sin(pi t) [group c]]``. The mean
+        is then linear in the covariates with varying coefficients, and the
+        oracle (:class:`fdaimpute.oracle.MultivariateConditionalMean`) knows
+        it.
     random_state : int, Generator or None
         Seed.
 
@@ -447,6 +456,14 @@ def multivariate_gaussian(
     process = shared_fourier_process(
         n_variables, n_harmonics, coupling=coupling, scales=scales
     )
+    rng = np.random.default_rng(random_state)
+    given = None
+    if covariates:
+        process = _with_covariate_mean(process, scales)
+        given = {
+            "age": np.round(rng.normal(50.0, 10.0, n), 1),
+            "group": rng.choice(np.array(["a", "b", "c"]), n, p=[0.5, 0.3, 0.2]),
+        }
     return sample_multivariate(
         process,
         n,
@@ -454,5 +471,30 @@ def multivariate_gaussian(
         grid=np.linspace(0.0, 1.0, n_grid),
         split=split,
         snr=snr,
-        random_state=random_state,
+        covariates=given,
+        random_state=rng if covariates else random_state,
+    )
+
+
+def _with_covariate_mean(process, scales=None):
+    """``process`` with the age and group effects of :func:`multivariate_gaussian`."""
+    p = process.n_variables
+    scales = [1.0, 4.0, 0.25, 2.0, 0.5][:p] if scales is None else scales
+    scales = np.broadcast_to(np.asarray(scales, float), (p,))
+
+    def shift(j, t, covariates):
+        age = (np.asarray(covariates["age"], dtype=float) - 50.0) / 10.0
+        group = np.asarray(covariates["group"]).astype(str)
+        out = 0.8 * age * np.cos(np.pi * t)
+        out = out + 0.8 * t * (group == "b") - 0.8 * np.sin(np.pi * t) * (group == "c")
+        return scales[j] * out
+
+    return MultivariateBasisProcess(
+        process.means,
+        process.bases,
+        process.score_var,
+        process.noise_sd,
+        process.variables,
+        process.domain,
+        shift,
     )

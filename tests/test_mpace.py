@@ -238,3 +238,40 @@ def test_keep_observed_puts_each_variables_values_back(shared):
     assert np.array_equal(curves[who, var, col], test.values)
     assert (std[who, var, col] == 0).all()
     assert (std > 0).sum() == std.size - test.times.size
+
+
+def test_component_choice_does_not_depend_on_the_seed():
+    # 120 subjects, 2-4 and 3-6 points: the held-out draw used to pick
+    # K = 14, 15, 18 and 8 at seeds 0-3 (the true rank is 6)
+    sim = fi.simulate.multivariate_gaussian(
+        n=120,
+        n_variables=2,
+        n_obs=["2-4", "3-6"],
+        split=(1.0, 0.0, 0.0),
+        random_state=3,
+    )
+    fits = [
+        MultivariatePACEImputer(random_state=seed, pace_params={"n_work_grid": 51}).fit(
+            sim.train.data
+        )
+        for seed in (0, 2)
+    ]
+    ks = {fit.n_components_ for fit in fits}
+    assert len(ks) == 1
+    cap = sum(u.n_components_ for u in fits[0].univariate_)
+    assert 6 <= ks.pop() <= cap
+    assert fits[0].cv_scores_.size == cap
+    curves = [fit.transform(sim.train.data) for fit in fits]
+    assert np.abs(curves[0] - curves[1]).max() < 1e-8
+
+
+def test_refinement_is_kept_where_it_predicts_held_out_subjects_better(shared):
+    sim, imp = shared
+    # the shared-score process is where refinement pays (see the Notes)
+    assert imp.refine_scores_.shape == (2,)
+    assert imp.refined_ == (imp.refine_scores_[1] <= 1.02 * imp.refine_scores_[0])
+    assert imp.refined_
+    plain = MultivariatePACEImputer(
+        random_state=0, refine_steps=0, pace_params={"n_work_grid": 51}
+    ).fit(sim.train.data)
+    assert not plain.refined_ and plain.refine_scores_ is None

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 
 from fdaimpute._interpolate import spline_columns
 from fdaimpute._pace.binning import CovMoments
+from fdaimpute._pace.cv import heldout_folds
 from fdaimpute._pace.eigen import (
     orient_by_peak,
     quadrature_weights,
@@ -361,14 +362,20 @@ class MultivariatePACEModel:
         return scores, var
 
 
-def heldout_errors(model_all, data, rng, *, max_subjects=3000, share=0.2):
-    """Held-out error of the predictor with each number of leading components.
+def heldout_errors(model_all, data, rng, *, max_subjects=3000):
+    """Held-out errors of the predictor with each number of leading components.
 
-    Hides a share of the observations of up to ``max_subjects`` subjects
-    (each keeps at least one visible observation), predicts them from the
-    rest with the first ``K`` components for every ``K`` at once, and
-    scores each variable's squared errors relative to its raw variance,
-    averaged over the variables.
+    The hidden observations are laid out as in univariate PACE's
+    cross-validation (:func:`~fdaimpute._pace.cv.heldout_folds`): on large
+    data, one random draw of a fifth of the observations of up to
+    ``max_subjects`` subjects; where that hides fewer than
+    ``TARGET_HIDDEN`` observations (a few hundred subjects), every
+    observation of every validation subject is hidden exactly once over
+    ``N_FOLDS`` systematic folds, so that which points are hidden does not
+    depend on the seed. Each fold's hidden values are predicted from the
+    subject's other observations of every variable with the first ``K``
+    components, for every ``K`` at once; each squared error is divided by
+    its variable's raw variance (so that every variable counts alike).
 
     Parameters
     ----------
@@ -377,52 +384,65 @@ def heldout_errors(model_all, data, rng, *, max_subjects=3000, share=0.2):
     data : MultivariateIrregularData
         The training subjects.
     rng : numpy.random.RandomState
-        Draws the subjects and the hidden observations.
+        Draws the subjects and the hidden observations of one draw.
     max_subjects : int, default=3000
-        Most subjects used.
-    share : float, default=0.2
-        Share of their observations hidden.
+        Most validation subjects.
 
     Returns
     -------
-    ndarray of shape (K_max,)
-        The score of ``K = 1 .. K_max``.
+    errors : ndarray of shape (n_hidden, K_max)
+        Relative squared error of each hidden observation for ``K = 1 ..
+        K_max``, weighted so that each variable's hidden points have the
+        same total weight (their column means are the variables' average).
+    owner : ndarray of int of shape (n_hidden,)
+        The validation subject of each hidden observation.
+    n_folds : int
+        Number of folds (1: one random draw).
     """
-    several = np.flatnonzero(data.n_obs >= 2)
-    if several.size > max_subjects:
-        several = np.sort(rng.choice(several, max_subjects, replace=False))
-    part = data.take(several)
-    hide = rng.random_sample(part.times.size) < share
-    # every subject keeps its first observation visible
-    hide[part.offsets[:-1]] = False
-    subject = part.subject_index
-    times, variable = part.times, part.variable
-    resid = model_all.residuals(times, part.values, variable)
+    val, folds = heldout_folds(data.offsets, rng, max_subjects)
+    subject = data.subject_index
+    times, variable = data.times, data.variable
+    resid = model_all.residuals(times, data.values, variable)
     rows = model_all._rows(times, variable, "main")
     sd = np.sqrt(model_all.noise_variance[variable])
-    vis = ~hide
-
-    def offsets(mask):
-        counts = np.bincount(subject[mask], minlength=len(part))
-        return np.concatenate([[0], np.cumsum(counts)])
-
-    pred = cumulative_predictions(
-        resid[vis] / sd[vis],
-        rows[vis] / sd[vis, None],
-        offsets(vis),
-        rows[hide],
-        offsets(hide),
-        model_all.eigenvalues,
-        1.0,
+    raw = np.array(
+        [
+            max(np.mean(resid[variable == j] ** 2), 1e-300)
+            if np.any(variable == j)
+            else 1.0
+            for j in range(model_all.n_variables)
+        ]
     )
-    err = (resid[hide, None] - pred) ** 2
-    scores = []
-    for j in range(model_all.n_variables):
-        on = variable[hide] == j
-        if on.any():
-            raw = np.mean(resid[variable == j] ** 2)
-            scores.append(err[on].mean(axis=0) / max(raw, 1e-300))
-    return np.mean(scores, axis=0)
+    in_val = np.zeros(len(data), dtype=bool)
+    in_val[val] = True
+    errors, owners = [], []
+    for hidden_at in folds:
+        hide = np.zeros(times.size, dtype=bool)
+        hide[hidden_at] = True
+        vis = ~hide & in_val[subject]
+
+        def offsets(mask):
+            counts = np.bincount(subject[mask], minlength=len(data))[val]
+            return np.concatenate([[0], np.cumsum(counts)])
+
+        pred = cumulative_predictions(
+            resid[vis] / sd[vis],
+            rows[vis] / sd[vis, None],
+            offsets(vis),
+            rows[hide],
+            offsets(hide),
+            model_all.eigenvalues,
+            1.0,
+        )
+        errors.append((resid[hide, None] - pred) ** 2 / raw[variable[hide], None])
+        owners.append(subject[hide])
+    errors, owner = np.concatenate(errors), np.concatenate(owners)
+    var_hidden = np.concatenate([variable[f] for f in folds])
+    per_variable = np.bincount(var_hidden, minlength=model_all.n_variables)
+    present = per_variable > 0
+    weight = var_hidden.size / (present.sum() * per_variable[var_hidden])
+    owner = np.searchsorted(val, owner)
+    return errors * weight[:, None], owner, len(folds)
 
 
 def refine(model, data, n_knots):

