@@ -1,4 +1,5 @@
-"""Tiny neural-network settings and a known basis shared by the test files.
+"""Tiny neural-network settings, a known basis and a PACE-model comparison
+shared by the test files.
 
 Test files import this module by name (``import _configs``): pytest's default
 "prepend" import mode puts ``tests/`` on ``sys.path``. Where a file needs other
@@ -54,3 +55,29 @@ def fourier_basis3(t):
         ],
         axis=-1,
     )
+
+
+# What a PACE model fitted in passes (chunks, partitions) must share with fit.
+PACE_FITTED = (
+    "mean_",
+    "mean_work_",
+    "covariance_",
+    "eigenvalues_",
+    "eigenfunctions_",
+    "fve_",
+    "noise_variance_",
+    "predictor_noise_variance_",
+    "bandwidth_mean_",
+)
+
+
+def assert_same_pace_model(a, b, tol=1e-10):
+    """Assert two fitted PACEImputers hold the same model, to ``tol``."""
+    for name in PACE_FITTED:
+        np.testing.assert_allclose(
+            getattr(a, name), getattr(b, name), rtol=0, atol=tol, err_msg=name
+        )
+    assert a.n_components_ == b.n_components_
+    np.testing.assert_allclose(a.bandwidth_cov_, b.bandwidth_cov_, rtol=1e-12)
+    assert a.time_range_ == b.time_range_
+    assert a.n_bins_ == b.n_bins_

@@ -16,18 +16,6 @@ dd = pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 cluster = pytest.importorskip("fdaimpute.cluster")
 
-TOL = 1e-10
-FITTED = (
-    "mean_",
-    "mean_work_",
-    "covariance_",
-    "eigenvalues_",
-    "eigenfunctions_",
-    "fve_",
-    "noise_variance_",
-    "predictor_noise_variance_",
-    "bandwidth_mean_",
-)
 COLUMNS = ("who", "age", "bmi")
 
 
@@ -64,14 +52,6 @@ def _cut(frame, edges):
     return dd.concat([dd.from_pandas(p, npartitions=1) for p in parts])
 
 
-def _assert_same(a, b):
-    for name in FITTED:
-        np.testing.assert_allclose(
-            getattr(a, name), getattr(b, name), rtol=0, atol=TOL, err_msg=name
-        )
-    assert a.n_components_ == b.n_components_
-
-
 def test_fit_dask_cut_through_subjects_equals_fit(client, data, frame):
     whole = PACEImputer(random_state=0).fit(IrregularData.from_long(frame, *COLUMNS))
     # one-row partitions, an empty one, one inside a single subject, cuts
@@ -82,7 +62,7 @@ def test_fit_dask_cut_through_subjects_equals_fit(client, data, frame):
     with pytest.warns(UserWarning, match="cut through a subject") as record:
         fitted = PACEImputer(random_state=0).fit_dask(df, *COLUMNS)
     assert record[0].filename == __file__
-    _assert_same(fitted, whole)
+    _configs.assert_same_pace_model(fitted, whole)
     assert fitted.n_subjects_fit_ == len(data)
 
 
@@ -99,7 +79,7 @@ def test_fit_dask_whole_subject_partitions_do_not_warn(client, frame, persist):
         fitted = PACEImputer(random_state=0, n_components=3).fit_dask(
             df, *COLUMNS, persist=persist
         )
-    _assert_same(fitted, whole)
+    _configs.assert_same_pace_model(fitted, whole)
 
 
 def test_fit_dask_sorts_scattered_subjects_by_id(client, frame):
@@ -111,7 +91,7 @@ def test_fit_dask_sorts_scattered_subjects_by_id(client, frame):
     whole = PACEImputer(random_state=0).fit(
         IrregularData.from_long(in_id_order, *COLUMNS)
     )
-    _assert_same(fitted, whole)
+    _configs.assert_same_pace_model(fitted, whole)
 
 
 def test_fit_dask_refuses_what_fit_chunks_refuses(client, frame):
@@ -210,7 +190,7 @@ def test_cli_fit_on_a_scheduler_saves_the_whole_fit(client, frame, tmp_path, suf
     whole = PACEImputer(random_state=0).fit(
         IrregularData.from_long(sorted_frame.astype({"who": str}), *COLUMNS)
     )
-    _assert_same(fitted, whole)
+    _configs.assert_same_pace_model(fitted, whole)
     np.testing.assert_allclose(fitted.grid_, whole.grid_)
 
 
@@ -225,7 +205,7 @@ def test_cli_fit_on_workers_and_its_refusals(frame, tmp_path):
     whole = PACEImputer(random_state=0, grid=np.linspace(0, 1, 11)).fit(
         IrregularData.read_parquet(path, *COLUMNS)
     )
-    _assert_same(load(model), whole)
+    _configs.assert_same_pace_model(load(model), whole)
     with pytest.raises(SystemExit, match="pace only"):
         _fit_command(path, tmp_path / "k.fdai", "--workers", "1", "--method", "kernel")
     with pytest.raises(SystemExit, match="not both"):

@@ -2,6 +2,7 @@
 
 import copy
 
+import _configs
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,17 +14,6 @@ from fdaimpute.noise import difference_estimate
 from fdaimpute.pace import PACEImputer
 
 TOL = 1e-10
-FITTED = (
-    "mean_",
-    "mean_work_",
-    "covariance_",
-    "eigenvalues_",
-    "eigenfunctions_",
-    "fve_",
-    "noise_variance_",
-    "predictor_noise_variance_",
-    "bandwidth_mean_",
-)
 
 
 @pytest.fixture(scope="module")
@@ -52,17 +42,6 @@ def _cuts(data, sizes):
     return [data[int(a) : int(b)] for a, b in zip(edges[:-1], edges[1:])]
 
 
-def _assert_same(a, b, tol=TOL):
-    for name in FITTED:
-        np.testing.assert_allclose(
-            getattr(a, name), getattr(b, name), rtol=0, atol=tol, err_msg=name
-        )
-    assert a.n_components_ == b.n_components_
-    np.testing.assert_allclose(a.bandwidth_cov_, b.bandwidth_cov_, rtol=1e-12)
-    assert a.time_range_ == b.time_range_
-    assert a.n_bins_ == b.n_bins_
-
-
 CHUNKINGS = [(), (1,), (135,), (7, 93, 13)]
 
 
@@ -71,7 +50,7 @@ def test_default_fit_from_chunks_equals_whole_fit(data, sizes):
     """Cross-validated bandwidths, K, noise floor and bands: all as the whole fit."""
     whole = PACEImputer(random_state=0).fit(data)
     chunked = PACEImputer(random_state=0).fit_chunks(_cuts(data, sizes))
-    _assert_same(whole, chunked)
+    _configs.assert_same_pace_model(whole, chunked)
     np.testing.assert_allclose(
         whole.cv_results_["scores"], chunked.cv_results_["scores"], atol=TOL
     )
@@ -86,7 +65,7 @@ def test_default_fit_from_chunks_equals_whole_fit(data, sizes):
 def test_fdapace_fit_from_chunks_equals_whole_fit(data, sizes):
     whole = PACEImputer.fdapace().fit(data)
     chunked = PACEImputer.fdapace().fit_chunks(_cuts(data, sizes))
-    _assert_same(whole, chunked)
+    _configs.assert_same_pace_model(whole, chunked)
     np.testing.assert_allclose(
         whole.transform(data), chunked.transform(data), rtol=0, atol=TOL
     )
@@ -98,7 +77,7 @@ def test_exact_bins_and_tied_lags_match(grid_data):
     whole = copy.deepcopy(est).fit(grid_data)
     chunked = copy.deepcopy(est).fit_chunks(_cuts(grid_data, (3, 120)))
     assert whole.n_bins_ == 21
-    _assert_same(whole, chunked)
+    _configs.assert_same_pace_model(whole, chunked)
 
 
 def test_order_of_chunks_does_not_matter_without_cv(data):
@@ -107,8 +86,8 @@ def test_order_of_chunks_does_not_matter_without_cv(data):
     parts = _cuts(data, (40, 200))
     forward = copy.deepcopy(est).fit_chunks(parts)
     backward = copy.deepcopy(est).fit_chunks(parts[::-1])
-    _assert_same(forward, backward)
-    _assert_same(forward, copy.deepcopy(est).fit(data))
+    _configs.assert_same_pace_model(forward, backward)
+    _configs.assert_same_pace_model(forward, copy.deepcopy(est).fit(data))
 
 
 def test_cv_draws_follow_the_order_read(data):
@@ -119,7 +98,7 @@ def test_cv_draws_follow_the_order_read(data):
     whole = PACEImputer(random_state=5).fit(
         IrregularData.concat([parts[i] for i in order])
     )
-    _assert_same(whole, chunked)
+    _configs.assert_same_pace_model(whole, chunked)
 
 
 def test_callable_source_is_read_again(data):
@@ -132,7 +111,7 @@ def test_callable_source_is_read_again(data):
 
     fitted = PACEImputer(random_state=0).fit_chunks(read)
     assert len(calls) == 3
-    _assert_same(fitted, PACEImputer(random_state=0).fit(data))
+    _configs.assert_same_pace_model(fitted, PACEImputer(random_state=0).fit(data))
 
 
 def test_subject_in_two_chunks_is_named(data):
@@ -223,7 +202,7 @@ def test_csv_chunks_keep_subjects_whole(data, tmp_path):
     assert joined == expected
     whole = PACEImputer(random_state=0).fit(data[order])
     chunked = PACEImputer(random_state=0).fit_chunks(CSVChunks(path, chunksize=250))
-    _assert_same(whole, chunked)
+    _configs.assert_same_pace_model(whole, chunked)
 
 
 def _ids_csv(path, ids):
