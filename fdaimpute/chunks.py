@@ -58,8 +58,7 @@ class CSVChunks:
     def __init__(
         self, path, id="id", time="time", value="value", chunksize=1_000_000, **kwargs
     ):
-        if not (isinstance(chunksize, (int, np.integer)) and chunksize >= 1):
-            raise ValueError(f"chunksize must be a positive integer, got {chunksize!r}")
+        _check_chunksize(chunksize)
         for name in ("chunksize", "usecols", "iterator"):
             if name in kwargs:
                 raise TypeError(f"CSVChunks sets {name} itself; do not pass it")
@@ -113,8 +112,7 @@ class ParquetChunks:
     """
 
     def __init__(self, path, id="id", time="time", value="value", chunksize=1_000_000):
-        if not (isinstance(chunksize, (int, np.integer)) and chunksize >= 1):
-            raise ValueError(f"chunksize must be a positive integer, got {chunksize!r}")
+        _check_chunksize(chunksize)
         self.path = path
         self.columns = (id, time, value)
         self.chunksize = int(chunksize)
@@ -181,3 +179,9 @@ def _check_sorted(ids, order=None):
         "sorted by id, as text or as numbers, so that each subject's rows are "
         "contiguous"
     )
+
+
+def _check_chunksize(chunksize):
+    """Refuse a ``chunksize`` that is not a positive integer."""
+    if not (isinstance(chunksize, (int, np.integer)) and chunksize >= 1):
+        raise ValueError(f"chunksize must be a positive integer, got {chunksize!r}")
