@@ -41,27 +41,10 @@ def warn_implausible(curves, data, grid, time_range, values_range, name):
     name : str
         The imputer's class name, for the message.
     """
-    if values_range is None or curves.size == 0:
+    found = _outside(curves, data, grid, time_range, values_range)
+    if found is None:
         return
-    inside = (grid >= time_range[0]) & (grid <= time_range[1])
-    if not inside.any():
-        return
-    lo, hi = values_range
-    counts = data.n_obs
-    has = counts > 0
-    own_lo = np.full(len(data), lo)
-    own_hi = np.full(len(data), hi)
-    if has.any():
-        starts = data.offsets[:-1][has]
-        own_lo[has] = np.minimum(lo, np.minimum.reduceat(data.values, starts))
-        own_hi[has] = np.maximum(hi, np.maximum.reduceat(data.values, starts))
-    half = WIDEN * (own_hi - own_lo)
-    part = curves[:, inside]
-    low, high = own_lo - half, own_hi + half
-    bad = (part < low[:, None]) | (part > high[:, None])
-    rows = np.flatnonzero(bad.any(axis=1))
-    if not rows.size:
-        return
+    rows, bad, part, low, high, inside = found
     i = int(rows[0])
     col = int(np.flatnonzero(bad[i])[0])
     others = f" and {rows.size - 1} other subject(s)" if rows.size > 1 else ""
@@ -114,3 +97,48 @@ def allow_observations_near_range(data, time_range):
         stacklevel=4,
     )
     return True
+
+
+def implausible_rows(curves, data, grid, time_range, values_range):
+    """Rows of ``curves`` that :func:`warn_implausible` would warn about.
+
+    Parameters are those of :func:`warn_implausible` (``name`` aside).
+
+    Returns
+    -------
+    ndarray of int
+        The subjects' positions, in order (empty when every curve is plausible).
+    """
+    found = _outside(curves, data, grid, time_range, values_range)
+    return np.zeros(0, dtype=int) if found is None else found[0]
+
+
+def _outside(curves, data, grid, time_range, values_range):
+    """Where curves leave the widened range (None when none does or no check).
+
+    Returns the offending rows, the mask of offending points inside the time
+    range, those columns of ``curves``, each subject's lower and upper bound,
+    and the mask of grid points inside the time range.
+    """
+    if values_range is None or curves.size == 0:
+        return None
+    inside = (grid >= time_range[0]) & (grid <= time_range[1])
+    if not inside.any():
+        return None
+    lo, hi = values_range
+    counts = data.n_obs
+    has = counts > 0
+    own_lo = np.full(len(data), lo)
+    own_hi = np.full(len(data), hi)
+    if has.any():
+        starts = data.offsets[:-1][has]
+        own_lo[has] = np.minimum(lo, np.minimum.reduceat(data.values, starts))
+        own_hi[has] = np.maximum(hi, np.maximum.reduceat(data.values, starts))
+    half = WIDEN * (own_hi - own_lo)
+    part = curves[:, inside]
+    low, high = own_lo - half, own_hi + half
+    bad = (part < low[:, None]) | (part > high[:, None])
+    rows = np.flatnonzero(bad.any(axis=1))
+    if not rows.size:
+        return None
+    return rows, bad, part, low, high, inside

@@ -9,6 +9,7 @@ from sklearn.utils import check_random_state
 
 from fdaimpute._pace.cv import heldout_folds, ragged_subset
 from fdaimpute._params import RANDOM_STATE, Interval, validate_params
+from fdaimpute._plausible import implausible_rows
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
 
@@ -315,10 +316,13 @@ def _implausible(est, data):
     widened by half of it inside the observed time range.
     """
     grid = np.linspace(*est.time_range_, 101)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        est.transform(data, grid=grid)
-    return any("widened by half" in str(w.message) for w in caught)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        curves = est.transform(data, grid=grid)
+    rows = implausible_rows(
+        curves, data, grid, est.time_range_, getattr(est, "value_range_", None)
+    )
+    return rows.size > 0
 
 
 def _refit_errors(est, data, val, folds):
