@@ -11,17 +11,17 @@ import time
 
 import numpy as np
 
-from fdaimpute._blocks import check_output_fits, format_bytes
-from fdaimpute._cli_model import (
+from fdaimpute._cli.model import (
     add_data_options,
     add_fit_command,
     add_method_options,
     impute_with_model,
 )
-from fdaimpute._cli_output import check_room, check_target, write_curves
-from fdaimpute._cli_params import check_params, collect_params, parse_value
-from fdaimpute._parquet import is_parquet
-from fdaimpute._timing import phase, recording
+from fdaimpute._cli.output import check_room, check_target, write_curves
+from fdaimpute._cli.params import check_params, collect_params, parse_value
+from fdaimpute._core.blocks import check_output_fits, format_bytes
+from fdaimpute._core.timing import phase, recording
+from fdaimpute._io.parquet import is_parquet
 
 __all__ = ["main"]
 
@@ -414,7 +414,7 @@ def write_output(args, data, grid, est, label, start, names):
     """Impute ``data`` with the fitted ``est`` on ``grid`` and write the curves.
 
     The curves are computed and written a block of subjects at a time (see
-    :func:`fdaimpute._cli_output.write_curves`).
+    :func:`fdaimpute._cli.output.write_curves`).
     """
 
     def impute(part):

@@ -6,22 +6,22 @@ import numpy as np
 
 # check_not_datetime, is_datetime_like, subject_label, as_id_array and
 # check_ids have always been importable from here
-from fdaimpute._coerce import check_not_datetime, is_datetime_like  # noqa: F401
-from fdaimpute._csv import read_options
-from fdaimpute._flat import (
+from fdaimpute._core.coerce import check_not_datetime, is_datetime_like  # noqa: F401
+from fdaimpute._core.flat import (
     check_storage,
     dense_from_flat,
     flat_from_dense,
     flat_from_lists,
     sort_within_subjects,
 )
-from fdaimpute._frames import flat_from_long, long_frame, require_pandas
-from fdaimpute._ids import (  # noqa: F401
+from fdaimpute._core.frames import flat_from_long, long_frame, require_pandas
+from fdaimpute._core.ids import (  # noqa: F401
     as_id_array,
     check_ids,
     subject_label,
 )
-from fdaimpute._ragged import RaggedSubjects
+from fdaimpute._core.ragged import RaggedSubjects
+from fdaimpute._io.csv_options import read_options
 
 __all__ = ["IrregularData"]
 
@@ -248,7 +248,7 @@ class IrregularData(RaggedSubjects):
         >>> data.ids.tolist(), data.n_obs.tolist()
         (['7', '8'], [2, 1])
         """
-        from fdaimpute._parquet import read_storage
+        from fdaimpute._io.parquet import read_storage
 
         duplicates = kwargs.pop("duplicates", "raise")
         if kwargs:

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from fdaimpute._validation import as_irregular
+from fdaimpute._core.validation import as_irregular
 
 __all__ = [
     "curve_scorer",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._validation import as_irregular
+from fdaimpute._core.validation import as_irregular
 
 __all__ = ["plot_comparison", "plot_curves", "plot_history"]
 

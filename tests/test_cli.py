@@ -460,7 +460,7 @@ def test_output_problems_are_found_before_reading_or_fitting(
 
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(
-        "fdaimpute._cli_output.shutil.disk_usage",
+        "fdaimpute._cli.output.shutil.disk_usage",
         lambda folder: usage._replace(free=1000),
     )
     with pytest.raises(SystemExit, match="would take at least .* free in"):
@@ -472,7 +472,7 @@ def test_output_problems_are_found_before_reading_or_fitting(
 def test_output_is_written_a_block_at_a_time_and_atomically(
     long_csv, tmp_path, monkeypatch
 ):
-    from fdaimpute import _cli_output
+    from fdaimpute._cli import output as _cli_output
 
     path, df = long_csv
     whole = tmp_path / "whole.csv"

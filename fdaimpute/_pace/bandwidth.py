@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._local_linear import gcv_mean_bandwidth, local_linear_binned
+from fdaimpute._numerics.local_linear import (
+    bandwidth_grid,
+    gcv_mean_bandwidth,
+    local_linear_binned,
+)
 from fdaimpute._pace.binning import covariance_moments, make_bins, regular_step
 from fdaimpute._pace.surface import RotatedSmoother, surface_with_hat
-from fdaimpute.smoothing import bandwidth_candidates
 
 
 def mean_bandwidth(rule, bins, sums, values, subject, n_subjects, kernel, rng):
@@ -47,7 +50,7 @@ def mean_bandwidth(rule, bins, sums, values, subject, n_subjects, kernel, rng):
         return 0.05 * span
     weight, total, total_sq = sums
     keep = weight > 0
-    cands = bandwidth_candidates(bins.centres[keep], 20, kernel=kernel)
+    cands = bandwidth_grid(bins.centres[keep], 20, gap="widest")
     if rule == "gcv":
         return gcv_mean_bandwidth(bins.centres, weight, total, total_sq, cands, kernel)
     return cv_mean_bandwidth(bins, values, subject, n_subjects, cands, kernel, rng)

@@ -15,20 +15,20 @@ import shutil
 
 import numpy as np
 
-from fdaimpute._blocks import (
+from fdaimpute._core.blocks import (
     check_output_fits,
     format_bytes,
     subject_blocks,
 )
-from fdaimpute._csv_text import long_rows, wide_rows
-from fdaimpute._files import atomic_write
-from fdaimpute._parquet import (
+from fdaimpute._core.timing import phase
+from fdaimpute._io.csv_text import long_rows, wide_rows
+from fdaimpute._io.files import atomic_write
+from fdaimpute._io.parquet import (
     curve_table,
     is_parquet,
     require_pyarrow,
     write_curve_blocks,
 )
-from fdaimpute._timing import phase
 
 __all__ = ["check_room", "check_target", "write_curves"]
 

@@ -19,7 +19,7 @@ mean and covariance as the truth. Two things are missing from it:
 The held-out points of cross-validation measure both: the predictive
 variance of a hidden observation is ``A + w B + tau^2 + sigma^2``, with
 ``A`` the posterior variance of the ``K``-component curve, ``B`` what the
-left-out components add (:func:`~fdaimpute._pace.scores.
+left-out components add (:func:`~fdaimpute._fpca.scores.
 truncated_error_variance`), ``w`` in ``[0, 1]`` the share of it that is
 real and ``tau^2 >= 0`` the model's own error variance; ``w`` and
 ``tau^2`` maximise the Gaussian likelihood of the hidden residuals.
@@ -31,8 +31,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import norm
 
-from fdaimpute._linalg import group_by_count, run_tasks
-from fdaimpute._pace.scores import posterior_scores
+from fdaimpute._fpca.scores import posterior_scores
+from fdaimpute._numerics.linalg import group_by_count, run_tasks
 
 NOISE_CANDIDATES = 12
 MOMENT_FLOOR = 0.5

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fdaimpute._coerce import as_float_1d, check_not_datetime
-from fdaimpute._ids import check_ids, subject_label
+from fdaimpute._core.coerce import as_float_1d, check_not_datetime
+from fdaimpute._core.ids import check_ids, subject_label
 
 
 def check_storage(times, values, offsets, ids):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fdaimpute._sampling import parse_n_obs
+from fdaimpute._sim.sampling import parse_n_obs
 from fdaimpute.multivariate import MultivariateIrregularData
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._linalg import chunks_by_count, group_by_count, run_tasks
+from fdaimpute._numerics.linalg import chunks_by_count, group_by_count, run_tasks
 
 
 def posterior_scores(

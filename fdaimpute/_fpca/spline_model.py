@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fdaimpute._face.splines import evaluate
-from fdaimpute._pace.scores import posterior_scores, truncated_error_variance
+from fdaimpute._fpca.scores import posterior_scores, truncated_error_variance
+from fdaimpute._fpca.splines import evaluate
 
 # Distinct times up to which each subject's covariance is gathered from one
 # precomputed matrix rather than rebuilt from basis rows.
@@ -39,7 +39,7 @@ class FACEModel:
     band_weight, band_misfit : float
         Share ``w`` of the left-out components' variance and the model's
         error variance ``tau^2`` that the error variance carries (see
-        :mod:`fdaimpute._face.bands`).
+        :mod:`fdaimpute._fpca.spline_bands`).
     """
 
     degree: int

@@ -6,7 +6,7 @@ import numpy as np
 import sklearn
 from sklearn.utils.validation import check_is_fitted
 
-from fdaimpute._ids import subject_label
+from fdaimpute._core.ids import subject_label
 
 __all__ = ["OutputMixin", "curve_columns"]
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._interpolate import interpolate_rows, interpolate_shared, slope_shared
+from fdaimpute._numerics.interpolate import (
+    interpolate_rows,
+    interpolate_shared,
+    slope_shared,
+)
 
 __all__ = ["BinnedGridMixin"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._blocks import check_output_fits
-from fdaimpute._coerce import check_not_datetime
-from fdaimpute._ids import subject_label
-from fdaimpute._validation import check_times_in_range, first_outside, resolve_grid
+from fdaimpute._core.blocks import check_output_fits
+from fdaimpute._core.coerce import check_not_datetime
+from fdaimpute._core.ids import subject_label
+from fdaimpute._core.validation import check_times_in_range, first_outside, resolve_grid
 
 __all__ = ["QueryMixin"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._coerce import check_not_datetime, first_non_numeric
-from fdaimpute._ids import codes_by_first_appearance, missing_mask, subject_label
+from fdaimpute._core.coerce import check_not_datetime, first_non_numeric
+from fdaimpute._core.ids import codes_by_first_appearance, missing_mask, subject_label
 
 
 def _check_columns(df, roles):

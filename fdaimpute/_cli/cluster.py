@@ -74,7 +74,7 @@ def read_frame(path, names):
     """The long table at ``path`` as a Dask DataFrame, ids as text."""
     import dask.dataframe as dd
 
-    from fdaimpute._parquet import is_parquet
+    from fdaimpute._io.parquet import is_parquet
 
     id_name = names[0]
     if is_parquet(path):

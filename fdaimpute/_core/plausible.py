@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from fdaimpute._ids import subject_label
+from fdaimpute._core.ids import subject_label
 
 #: A curve may leave the training values' range by this share of it.
 WIDEN = 0.5

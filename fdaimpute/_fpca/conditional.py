@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from fdaimpute._linalg import one_blas_thread
+from fdaimpute._numerics.linalg import one_blas_thread
 
 _CHUNK = 20_000  # subjects per block in transform (bounds memory)
 _STD_CHUNK = 2_000  # the same with return_std (per-subject K x K and J x K blocks)

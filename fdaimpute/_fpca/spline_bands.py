@@ -1,7 +1,7 @@
 """Held-out points for spline FPCA fits (FACE, mFPCA): noise of the predictor, bands.
 
 The posterior variance of the scores treats the fitted surface as the truth.
-As for PACE (:mod:`fdaimpute._pace.heldout`), points hidden from a refit
+As for PACE (:mod:`fdaimpute._fpca.heldout`), points hidden from a refit
 measure what it misses: the share ``w`` of the left-out components'
 variance that is real, and the model's own error variance ``tau^2``.
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._pace.cv import heldout_folds, ragged_subset
-from fdaimpute._pace.heldout import band_terms, fit_band_weights
+from fdaimpute._fpca.folds import heldout_folds, ragged_subset
+from fdaimpute._fpca.heldout import band_terms, fit_band_weights
 
 # Validation subjects: enough for two parameters, few enough to stay cheap.
 MAX_SUBJECTS = 3000
@@ -44,7 +44,7 @@ def held_out_bands(
 
     The hidden points are one draw (a fifth of each validation subject's
     points) on large data, or every point once over five folds on small
-    data (:func:`fdaimpute._pace.cv.heldout_folds`).
+    data (:func:`fdaimpute._fpca.folds.heldout_folds`).
 
     Parameters
     ----------

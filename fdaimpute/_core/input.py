@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from fdaimpute._validation import (
+from fdaimpute._core.validation import (
     as_irregular,
     check_grid,
     check_in_range,

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from fdaimpute._cli_dask import add_cluster_options, fit_on_cluster, wants_cluster
+from fdaimpute._cli.cluster import add_cluster_options, fit_on_cluster, wants_cluster
 
 __all__ = [
     "add_data_options",
@@ -202,7 +202,7 @@ def _rendezvous_timeout():
 
 
 def _fit(args):
-    from fdaimpute._cli_output import check_target
+    from fdaimpute._cli.output import check_target
     from fdaimpute.cli import (
         _cli_message,
         _estimator,
@@ -290,7 +290,7 @@ def _load(path, trust):
 
 def impute_with_model(args):
     """``fdaimpute impute FILE --model MODEL``: transform with a saved imputer."""
-    from fdaimpute._cli_output import check_room, check_target
+    from fdaimpute._cli.output import check_room, check_target
     from fdaimpute.cli import (
         _METHOD_OF_CLASS,
         _parse_grid,

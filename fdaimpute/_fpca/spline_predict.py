@@ -6,13 +6,13 @@ import math
 
 import numpy as np
 
-from fdaimpute._conditional import ConditionalScorePredictor
+from fdaimpute._fpca.conditional import ConditionalScorePredictor
 
 
 class SplineModelPredictor(ConditionalScorePredictor):
     """Curves, bands, derivatives and scores from ``self._model`` (a FACE model).
 
-    For an imputer whose fit leaves a :class:`~fdaimpute._face.model.FACEModel`
+    For an imputer whose fit leaves a :class:`~fdaimpute._fpca.spline_model.FACEModel`
     in ``_model`` and sets ``n_components_`` and ``eigenfunctions_``: the
     scores are conditional expectations under that model.
 

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 from scipy.linalg import eigh
 
-from fdaimpute._pace.scores import neg2_loglik
+from fdaimpute._fpca.scores import neg2_loglik
 
 
 def quadrature_weights(grid, rule):

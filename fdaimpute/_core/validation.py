@@ -6,9 +6,9 @@ import numbers
 
 import numpy as np
 
-from fdaimpute._coerce import check_not_datetime, is_datetime_like
-from fdaimpute._ids import subject_label
-from fdaimpute._plausible import allow_observations_near_range
+from fdaimpute._core.coerce import check_not_datetime, is_datetime_like
+from fdaimpute._core.ids import subject_label
+from fdaimpute._core.plausible import allow_observations_near_range
 from fdaimpute.data import IrregularData
 
 LONG_COLUMNS = ("id", "time", "value")
@@ -232,7 +232,7 @@ def check_in_range(data, time_range, *, extrapolate):
     With ``extrapolate`` True or ``"clip"`` such observations are allowed and
     used at their own times. Without, observations up to a tenth of the
     range beyond it are used too, with a warning that says how far
-    (:func:`fdaimpute._plausible.allow_observations_near_range`).
+    (:func:`fdaimpute._core.plausible.allow_observations_near_range`).
     """
     if extrapolate or len(data) == 0:
         return

@@ -146,7 +146,7 @@ def curve_table(ids, grid, curves, std, layout, names):
     """One block of curves as a pyarrow table (wide or long, as the CSV)."""
     import pyarrow as pa
 
-    from fdaimpute._output import curve_columns
+    from fdaimpute._core.output import curve_columns
 
     ids = np.asarray(ids).astype(str)
     return pa.table(curve_columns(ids, grid, curves, std, layout, names))
@@ -155,7 +155,7 @@ def curve_table(ids, grid, curves, std, layout, names):
 def write_curve_blocks(path, tables, overwrite):
     """Write pyarrow tables (same schema) as one Parquet file, atomically."""
     pq = require_pyarrow("writing Parquet")
-    from fdaimpute._files import atomic_path
+    from fdaimpute._io.files import atomic_path
 
     with atomic_path(path, overwrite) as tmp:
         writer = None

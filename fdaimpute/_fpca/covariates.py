@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._ids import missing_mask, subject_label
-from fdaimpute._local_linear import _kernel_powers
+from fdaimpute._core.ids import missing_mask, subject_label
+from fdaimpute._numerics.local_linear import _kernel_powers
 
 #: Ridge on the local normal equations, relative to their trace (keeps a
 #: window where a level is absent solvable; its coefficient then shrinks to 0).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fdaimpute._ids import ids_as_text
+from fdaimpute._core.ids import ids_as_text
 
 
 def read_options(kwargs, id_column, pd):
