@@ -10,8 +10,8 @@ from fdaimpute._face.fit import fit_face
 from fdaimpute._fpca.spline_bands import held_out_bands
 from fdaimpute._fpca.spline_predict import SplineModelPredictor
 from fdaimpute._numerics.linalg import one_blas_thread
+from fdaimpute._numerics.noise_difference import difference_estimate_or_none
 from fdaimpute.base import BaseImputer
-from fdaimpute.noise import difference_estimate
 
 __all__ = ["FACEImputer"]
 
@@ -281,7 +281,5 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
 def _measurement_noise(data, fitted):
     """The fitted noise variance, capped by the difference-based estimate."""
     subject = np.repeat(np.arange(len(data)), data.n_obs)
-    try:
-        return min(fitted, difference_estimate(data.times, data.values, subject))
-    except ValueError:
-        return fitted
+    difference = difference_estimate_or_none(data.times, data.values, subject)
+    return fitted if difference is None else min(fitted, difference)

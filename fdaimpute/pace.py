@@ -103,10 +103,13 @@ default="cv"
         ``False`` smooths all pairs and sets ``sigma^2 = 0``.
     noise_variance : {"auto", "moment"}, default="auto"
         How ``sigma^2`` is estimated. ``"moment"``: the moment estimator of
-        the Notes alone. ``"auto"``: when cross-validation runs, the moment
-        estimate is raised to the noise variance that best predicts the
-        held-out points, where that is larger (see Notes); otherwise as
-        ``"moment"``.
+        the Notes alone. ``"auto"``: when cross-validation runs, the
+        predictor's noise variance (``predictor_noise_variance_``) is raised
+        to the one that best predicts the held-out points, where that is
+        larger, and the reported ``noise_variance_`` is bounded both ways:
+        raised to a floor from the held-out fit and capped by the
+        difference-based estimate where that is smaller (see Notes);
+        otherwise as ``"moment"``.
     binning : "auto", int or False, default="auto"
         How observation times are binned for the mean and covariance sums
         (memory O(n_bins^2), independent of the number of subjects).

@@ -50,6 +50,14 @@ def difference_estimate(times, values, subject, *, max_lag=3, share=0.2, min_pai
     return intercept_from_sums(power_sums(lag[kept], half[kept]), width)
 
 
+def difference_estimate_or_none(times, values, subject):
+    """:func:`difference_estimate` at its defaults, or None with too few pairs."""
+    try:
+        return difference_estimate(times, values, subject)
+    except ValueError:
+        return None
+
+
 def n_kept(n_pairs, share, min_pairs):
     """How many of the shortest pairs the fit uses (raises with too few pairs)."""
     if n_pairs < min_pairs:

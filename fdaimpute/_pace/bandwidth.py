@@ -119,26 +119,12 @@ def gcv_cov_bandwidth(
     c = bins.centres
     span = c[-1] - c[0]
     h_min = max(np.max(np.diff(c)), span / 500)
-    best, best_score = None, np.inf
-    n = mom.count.sum()
-    for h in np.geomspace(h_min, span / 4, n_candidates):
-        try:
-            fit, hat = surface_with_hat(mom, c, h, kernel)
-        except ValueError:
-            continue
-        rss = np.sum(mom.total_sq - 2 * fit * mom.total + fit * fit * mom.count)
-        dof = np.sum(mom.count * hat)
-        if dof >= n:
-            continue
-        score = rss / n / (1 - dof / n) ** 2
-        if score < best_score:
-            best, best_score = float(h), score
-    if best is None:
-        raise ValueError(
-            "no candidate covariance bandwidth gives a defined fit; "
-            "the data are too sparse"
-        )
-    return best
+    return _least_gcv(
+        mom,
+        np.geomspace(h_min, span / 4, n_candidates),
+        lambda h: surface_with_hat(mom, c, h, kernel),
+        (ValueError,),
+    )
 
 
 def gcv_rotated_bandwidth(
@@ -172,11 +158,27 @@ def gcv_rotated_bandwidth(
     n = mom.count.sum()
     h_dense = span * np.sqrt(20.0 / (2 * np.pi * max(n, 1.0)))
     h_min = max(0.7 * (c[1] - c[0]), h_dense, span * 1e-3)
+    return _least_gcv(
+        mom,
+        np.geomspace(min(h_min, span / 8), span / 2, n_candidates),
+        lambda h: smoother(h, h, return_hat=True),
+        (ValueError, np.linalg.LinAlgError),
+    )
+
+
+def _least_gcv(mom, candidates, fit_with_hat, failures):
+    """The candidate whose surface has the least ``RSS / N / (1 - dof / N)^2``.
+
+    ``fit_with_hat(h)`` gives the surface at the bins and each bin's weight
+    on its own fit; a candidate raising one of ``failures``, or whose
+    degrees of freedom are not in ``[0, N)``, is passed over.
+    """
     best, best_score = None, np.inf
-    for h in np.geomspace(min(h_min, span / 8), span / 2, n_candidates):
+    n = mom.count.sum()
+    for h in candidates:
         try:
-            fit, hat = smoother(h, h, return_hat=True)
-        except (ValueError, np.linalg.LinAlgError):
+            fit, hat = fit_with_hat(h)
+        except failures:
             continue
         rss = np.sum(mom.total_sq - 2 * fit * mom.total + fit * fit * mom.count)
         dof = np.sum(mom.count * hat)
