@@ -99,9 +99,9 @@ def measure_read(path):
     import pyarrow.parquet  # noqa: F401
 
     from fdaimpute import IrregularData
-    from fdaimpute._csv import read_options
-    from fdaimpute._frames import require_pandas
-    from fdaimpute._parquet import read_long
+    from fdaimpute._core.frames import require_pandas
+    from fdaimpute._io.csv_options import read_options
+    from fdaimpute._io.parquet import read_long
 
     pd = require_pandas("bench")
     csv = str(path).endswith(".csv")

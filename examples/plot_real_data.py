@@ -15,28 +15,24 @@ from fdaimpute.metrics import split_held_out
 
 data = fi.datasets.load_framingham().data
 print(data)
-visible, hidden, rows = split_held_out(data, 0.2, min_keep=2, random_state=0)
-queries = [np.array([])] * len(visible)
-for row, times in zip(rows, np.split(hidden.times, hidden.offsets[1:-1])):
-    queries[row] = times
-
 errors = {}
 for name, imputer in [
     ("PACE", fi.PACEImputer(random_state=0)),
     ("FACE", fi.FACEImputer()),
     ("kernel", fi.KernelImputer()),
 ]:
-    imputer.fit(visible)
-    predicted = np.concatenate([imputer.predict_at(visible, queries)[r] for r in rows])
-    errors[name] = (predicted - hidden.values) ** 2
-    print(f"{name:>6}: RMSE of the hidden visits {np.sqrt(errors[name].mean()):.3f}")
+    mse, errors[name] = fi.metrics.held_out_error(
+        imputer, data, refit=True, min_keep=2, return_errors=True, random_state=0
+    )
+    print(f"{name:>6}: RMSE of the hidden visits {np.sqrt(mse):.3f}")
 
 fig = fi.plotting.plot_comparison(errors, ylabel="squared error of a hidden visit")
 
 # %%
 # Coverage of PACE's 95% prediction interval for a hidden visit: the curve's
-# band plus the measurement noise.
+# band plus the measurement noise. The same split as above (same seed).
 
+visible, hidden, rows = split_held_out(data, 0.2, min_keep=2, random_state=0)
 pace = fi.PACEImputer(random_state=0).fit(visible)
 grid = np.unique(hidden.times)
 curves, sd = pace.transform(visible, grid=grid, return_std=True)
@@ -53,15 +49,9 @@ print(f"95% intervals cover {inside.mean():.3f} of the hidden visits")
 
 uk = fi.datasets.load_uk_electricity(n_obs="8-12").data
 uk = uk.take(np.arange(1000))
-visible, hidden, rows = split_held_out(uk, 0.2, min_keep=2, random_state=0)
-queries = [np.array([])] * len(visible)
-for row, times in zip(rows, np.split(hidden.times, hidden.offsets[1:-1])):
-    queries[row] = times
 for name, imputer in [
     ("PACE", fi.PACEImputer(random_state=0)),
     ("kernel", fi.KernelImputer()),
 ]:
-    answers = imputer.fit(visible).predict_at(visible, queries)
-    predicted = np.concatenate([answers[r] for r in rows])
-    rmse = np.sqrt(np.mean((predicted - hidden.values) ** 2))
-    print(f"{name:>6}: RMSE of the hidden readings {rmse:.3f} kWh")
+    mse = fi.metrics.held_out_error(imputer, uk, refit=True, min_keep=2, random_state=0)
+    print(f"{name:>6}: RMSE of the hidden readings {np.sqrt(mse):.3f} kWh")

@@ -7,9 +7,10 @@ import warnings
 import numpy as np
 from sklearn.utils import check_random_state
 
-from fdaimpute._pace.cv import heldout_folds, ragged_subset
-from fdaimpute._params import RANDOM_STATE, Interval, validate_params
-from fdaimpute._plausible import implausible_rows
+from fdaimpute._core.docstrings import shared_docs
+from fdaimpute._core.params import RANDOM_STATE, Interval, validate_params
+from fdaimpute._core.plausible import implausible_rows
+from fdaimpute._fpca.folds import heldout_folds, ragged_subset
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
 
@@ -31,6 +32,7 @@ def _candidate(name, random_state):
     return {"face": FACEImputer, "mfpca": MFPCAImputer, "kernel": KernelImputer}[name]()
 
 
+@shared_docs("lets the chosen method extrapolate")
 class AutoImputer(BaseImputer):
     """The best of PACE, FACE, mFPCA and the kernel smoother for the data at hand.
 
@@ -73,13 +75,9 @@ class AutoImputer(BaseImputer):
     max_subjects : int, default=1000
         The choice is made on at most this many subjects, drawn at random
         (the chosen method is then fitted on all of them).
-    grid : int or array-like, default=None
-        Output grid (see :class:`~fdaimpute.PACEImputer`).
-    extrapolate : {False, True, "clip"}, default=False
-        Times outside the training range (see :class:`~fdaimpute.BaseImputer`).
-    keep_observed : bool, default=False
-        Output observed values as they are where a grid time equals an
-        observation time.
+    %(grid)s
+    %(extrapolate)s
+    %(keep_observed)s
     random_state : int, RandomState or None, default=None
         Randomness of the hidden points and of PACE's own cross-validation.
 
@@ -213,7 +211,7 @@ class AutoImputer(BaseImputer):
 
         On small data the hidden points are the systematic folds that PACE's
         cross-validation and FACE's and mFPCA's band refits hide anyway
-        (:func:`~fdaimpute._pace.cv.heldout_folds`): each of these is then
+        (:func:`~fdaimpute._fpca.folds.heldout_folds`): each of these is then
         fitted once, on all the data, and scored on its own refits' errors
         (added to ``fitted``); only the kernel smoother, which has no
         refits, is refitted per fold. Otherwise (one random draw) every

@@ -5,20 +5,20 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from fdaimpute._blocks import check_output_fits, subject_blocks
-from fdaimpute._coerce import check_not_datetime
-from fdaimpute._input import InputMixin
-from fdaimpute._interpolate import interpolate_rows
-from fdaimpute._output import OutputMixin
-from fdaimpute._params import Boolean, validate_params
-from fdaimpute._plausible import value_range, warn_implausible
-from fdaimpute._query import QueryMixin, _is_ragged
-from fdaimpute._validation import (
+from fdaimpute._core.blocks import check_output_fits, subject_blocks
+from fdaimpute._core.coerce import check_not_datetime
+from fdaimpute._core.input import InputMixin
+from fdaimpute._core.output import OutputMixin
+from fdaimpute._core.params import Boolean, validate_params
+from fdaimpute._core.plausible import value_range, warn_implausible
+from fdaimpute._core.query import QueryMixin, _is_ragged
+from fdaimpute._core.validation import (
     check_extrapolate,
     check_magnitudes,
     check_times_in_range,
     resolve_grid,
 )
+from fdaimpute._numerics.interpolate import interpolate_rows
 
 __all__ = ["BaseImputer"]
 
@@ -33,8 +33,8 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
     and, with ``extrapolate="clip"``, inside the training range. Every
     subclass takes the ``grid``, ``extrapolate`` and ``keep_observed``
     parameters. The methods below are the template; the machinery they call
-    lives in mixins: reading ``X`` (``fdaimpute._input``), query grids and
-    times (``fdaimpute._query``) and the output (``fdaimpute._output``).
+    lives in mixins: reading ``X`` (``fdaimpute._core.input``), query grids and
+    times (``fdaimpute._core.query``) and the output (``fdaimpute._core.output``).
 
     Accepted inputs ``X`` (for ``fit``, ``transform`` and the rest):
 
@@ -79,7 +79,7 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
     warning that says how far.
     """
 
-    # Every parameter's accepted values (see fdaimpute._params); subclasses
+    # Every parameter's accepted values (see fdaimpute._core.params); subclasses
     # extend this dict. ``grid`` and ``extrapolate`` have checks of their own.
     _param_constraints = {"keep_observed": [Boolean()]}
 
@@ -282,7 +282,7 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         """``compute(part)`` on blocks of subjects, stacked into whole outputs.
 
         Blocks hold at most about a million output cells and four million
-        observations (``fdaimpute._blocks``), so the method's intermediate
+        observations (``fdaimpute._core.blocks``), so the method's intermediate
         arrays stay bounded however many subjects there are. ``compute``
         returns one array of shape (n_part, width), or ``n_out`` of them.
         """

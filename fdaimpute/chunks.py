@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._csv import read_options
-from fdaimpute._frames import require_pandas
-from fdaimpute._parquet import long_batches
+from fdaimpute._core.frames import require_pandas
+from fdaimpute._io.csv_options import read_options
+from fdaimpute._io.parquet import long_batches
 from fdaimpute.data import IrregularData
 
 __all__ = ["CSVChunks", "ParquetChunks"]

@@ -11,17 +11,17 @@ import time
 
 import numpy as np
 
-from fdaimpute._blocks import check_output_fits, format_bytes
-from fdaimpute._cli_model import (
+from fdaimpute._cli.model import (
     add_data_options,
     add_fit_command,
     add_method_options,
     impute_with_model,
 )
-from fdaimpute._cli_output import check_room, check_target, write_curves
-from fdaimpute._cli_params import check_params, collect_params, parse_value
-from fdaimpute._parquet import is_parquet
-from fdaimpute._timing import phase, recording
+from fdaimpute._cli.output import check_room, check_target, write_curves
+from fdaimpute._cli.params import check_params, collect_params, parse_value
+from fdaimpute._core.blocks import check_output_fits, format_bytes
+from fdaimpute._core.timing import phase, recording
+from fdaimpute._io.parquet import is_parquet
 
 __all__ = ["main"]
 
@@ -247,11 +247,35 @@ def _demo(args):
             "On this linear process PACE is within a few per cent of the oracle; "
             "the networks\nadd to it on non-linear data (docs/benchmarks.md)."
         )
-    fig = plot_curves(test, curves, sim.grid, truth=truth, std=bands, subjects=4)
+    shown, band = _distinct_curves(curves), _most_accurate(results, bands)
+    std = {} if band is None else {_label_of(band, shown): bands[band]}
+    fig = plot_curves(test, shown, sim.grid, truth=truth, std=std, subjects=4)
     fig.savefig(args.out, dpi=110)
-    with_bands = f" (95% bands: {', '.join(bands)})" if bands else ""
-    print(f"\nSaved a picture of four test subjects to {args.out}{with_bands}")
+    with_band = f" (95% band of the curve: {band}, the most accurate)" if std else ""
+    print(f"\nSaved a picture of four test subjects to {args.out}{with_band}")
     return 0
+
+
+def _distinct_curves(curves):
+    """Method curves with identical sets drawn once, labelled "a = b"."""
+    shown = {}
+    for name, c in curves.items():
+        same = next((k for k, v in shown.items() if np.array_equal(v, c)), None)
+        if same is None:
+            shown[name] = c
+        else:
+            shown = {(f"{k} = {name}" if k == same else k): v for k, v in shown.items()}
+    return shown
+
+
+def _label_of(name, shown):
+    return next(k for k in shown if name in k.split(" = "))
+
+
+def _most_accurate(results, bands):
+    """The method with a band whose curves were closest to the truth (or None)."""
+    with_band = [(s["mse"], name) for name, s, _ in results if name in bands]
+    return min(with_band)[1] if with_band else None
 
 
 _FLAG_HINTS = (
@@ -414,7 +438,7 @@ def write_output(args, data, grid, est, label, start, names):
     """Impute ``data`` with the fitted ``est`` on ``grid`` and write the curves.
 
     The curves are computed and written a block of subjects at a time (see
-    :func:`fdaimpute._cli_output.write_curves`).
+    :func:`fdaimpute._cli.output.write_curves`).
     """
 
     def impute(part):

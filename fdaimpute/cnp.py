@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from fdaimpute._core.docstrings import shared_docs
+from fdaimpute._core.params import Interval
 from fdaimpute._neural.base import _NeuralImputer
 from fdaimpute._neural.config import VT_CONSTRAINTS
-from fdaimpute._params import Interval
 from fdaimpute.base import BaseImputer
 
 __all__ = ["CNPImputer"]
@@ -44,6 +45,7 @@ CNP_CONSTRAINTS = {
 }
 
 
+@shared_docs("evaluates the decoder there (an MLP's extrapolation, unreliable)")
 class CNPImputer(_NeuralImputer):
     """Conditional neural process imputer (Garnelo et al., 2018).
 
@@ -94,15 +96,9 @@ class CNPImputer(_NeuralImputer):
         Seeds initialisation, the validation split and the context draws;
         the same seed gives identical curves on the same device and thread
         count.
-    grid : int or array-like, default=None
-        Output grid: 101 points over the training times by default.
-    extrapolate : {False, True, "clip"}, default=False
-        Times outside the training range: ``False`` refuses them, ``True``
-        evaluates the decoder there (an MLP's extrapolation, unreliable),
-        ``"clip"`` holds each curve constant beyond the range.
-    keep_observed : bool, default=False
-        Output observed values as they are where a grid time equals an
-        observation time (otherwise observed cells are smoothed too).
+    %(grid)s
+    %(extrapolate)s
+    %(keep_observed)s
 
     Attributes
     ----------
@@ -136,8 +132,7 @@ class CNPImputer(_NeuralImputer):
         ``"calibration"``).
     mean_ : ndarray of shape (n_grid,)
         The average imputed curve of the training subjects on ``grid_``.
-    grid_ : ndarray
-        Output grid.
+    %(grid_)s
     time_range_ : tuple of float
         Training time range, mapped to [0, 1] inside the network.
     value_mean_, value_scale_ : float

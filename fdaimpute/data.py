@@ -6,22 +6,22 @@ import numpy as np
 
 # check_not_datetime, is_datetime_like, subject_label, as_id_array and
 # check_ids have always been importable from here
-from fdaimpute._coerce import check_not_datetime, is_datetime_like  # noqa: F401
-from fdaimpute._csv import read_options
-from fdaimpute._flat import (
+from fdaimpute._core.coerce import check_not_datetime, is_datetime_like  # noqa: F401
+from fdaimpute._core.flat import (
     check_storage,
     dense_from_flat,
     flat_from_dense,
     flat_from_lists,
     sort_within_subjects,
 )
-from fdaimpute._frames import flat_from_long, long_frame, require_pandas
-from fdaimpute._ids import (  # noqa: F401
+from fdaimpute._core.frames import flat_from_long, long_frame, require_pandas
+from fdaimpute._core.ids import (  # noqa: F401
     as_id_array,
     check_ids,
     subject_label,
 )
-from fdaimpute._ragged import RaggedSubjects
+from fdaimpute._core.ragged import RaggedSubjects
+from fdaimpute._io.csv_options import read_options
 
 __all__ = ["IrregularData"]
 
@@ -60,6 +60,10 @@ class IrregularData(RaggedSubjects):
     ----------
     times, values, offsets, ids : ndarray
         The validated storage (times sorted within each subject).
+    names : tuple of str or None
+        The column names ``(id, time, value)`` the data were read from
+        (:meth:`from_long`, :meth:`read_csv`, :meth:`read_parquet`), kept
+        by subsets; plots label their axes with them. None otherwise.
 
     Examples
     --------
@@ -85,6 +89,8 @@ class IrregularData(RaggedSubjects):
             times, values, offsets, ids, duplicates
         )
         self.ids = ids
+
+    names = None
 
     # ------------------------------------------------------------------ #
     # constructors
@@ -145,7 +151,9 @@ class IrregularData(RaggedSubjects):
         (['x', 'y'], [2, 1])
         """
         storage = flat_from_long(df, id=id, time=time, value=value)
-        return cls(*storage, duplicates=duplicates)
+        data = cls(*storage, duplicates=duplicates)
+        data.names = (str(id), str(time), str(value))
+        return data
 
     @classmethod
     def from_dense(cls, X, grid=None, ids=None):
@@ -248,7 +256,7 @@ class IrregularData(RaggedSubjects):
         >>> data.ids.tolist(), data.n_obs.tolist()
         (['7', '8'], [2, 1])
         """
-        from fdaimpute._parquet import read_storage
+        from fdaimpute._io.parquet import read_storage
 
         duplicates = kwargs.pop("duplicates", "raise")
         if kwargs:
@@ -258,7 +266,9 @@ class IrregularData(RaggedSubjects):
             )
         df = read_storage(path, (id, time, value))
         if isinstance(df, tuple):
-            return cls(*df, duplicates=duplicates)
+            data = cls(*df, duplicates=duplicates)
+            data.names = (str(id), str(time), str(value))
+            return data
         if len(df) == 0:
             raise ValueError(
                 f"{path} has no observations; it needs one row per observation "
@@ -284,12 +294,15 @@ class IrregularData(RaggedSubjects):
         if not parts:
             raise ValueError("nothing to concatenate")
         counts = np.concatenate([p.n_obs for p in parts])
-        return cls(
+        data = cls(
             np.concatenate([p.times for p in parts]),
             np.concatenate([p.values for p in parts]),
             np.concatenate([[0], np.cumsum(counts)]),
             np.concatenate([p.ids for p in parts]),
         )
+        if len({p.names for p in parts}) == 1:
+            data.names = parts[0].names
+        return data
 
     # ------------------------------------------------------------------ #
     # conversions
@@ -338,6 +351,7 @@ class IrregularData(RaggedSubjects):
         new.values = self.values[flat]
         new.offsets = offsets
         new.ids = self.ids[indices]
+        new.names = self.names
         return new
 
     def with_values(self, values, times=None):
@@ -348,7 +362,7 @@ class IrregularData(RaggedSubjects):
             raise ValueError("new values/times must match the number of observations")
         new = object.__new__(type(self))
         new.times, new.values = times, values
-        new.offsets, new.ids = self.offsets, self.ids
+        new.offsets, new.ids, new.names = self.offsets, self.ids, self.names
         return new
 
     def __eq__(self, other):

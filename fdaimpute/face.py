@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._face.bands import held_out_bands
+from fdaimpute._core.docstrings import shared_docs
+from fdaimpute._core.params import Interval, Options
 from fdaimpute._face.fit import fit_face
-from fdaimpute._face.predict import SplineModelPredictor
-from fdaimpute._linalg import one_blas_thread
-from fdaimpute._params import Interval, Options
+from fdaimpute._fpca.spline_bands import held_out_bands
+from fdaimpute._fpca.spline_predict import SplineModelPredictor
+from fdaimpute._numerics.linalg import one_blas_thread
+from fdaimpute._numerics.noise_difference import difference_estimate_or_none
 from fdaimpute.base import BaseImputer
-from fdaimpute.noise import difference_estimate
 
 __all__ = ["FACEImputer"]
 
@@ -31,6 +32,10 @@ _OPTIONS = (
 )
 
 
+@shared_docs(
+    "holds the eigenfunctions at their end values and continues the mean "
+    "along its end tangent"
+)
 class FACEImputer(SplineModelPredictor, BaseImputer):
     """Fast covariance estimation (FACE) for sparse functional data.
 
@@ -48,10 +53,7 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
 
     Parameters
     ----------
-    grid : int or array-like, default=None
-        Output grid of ``transform``: ``None`` gives 101 points over the
-        training time range (or the column times of a dense input), an int
-        that many equally spaced points, an array those times.
+    %(grid)s
     n_basis : int, default=40
         B-splines per dimension of the covariance surface (equally spaced
         knots over the training range); the surface has
@@ -84,14 +86,8 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
         Threshold of ``n_components="fve"``.
     max_components : int, default=None
         Upper bound on ``K``.
-    extrapolate : {False, True, "clip"}, default=False
-        Times outside the training range: ``False`` refuses them (a grid may
-        overhang the range by half its end spacing), ``True`` holds the
-        eigenfunctions at their end values and continues the mean along its
-        end tangent, ``"clip"`` holds each curve constant beyond the range.
-    keep_observed : bool, default=False
-        Output observed values as they are where a grid time equals an
-        observation time (otherwise observed cells are smoothed too).
+    %(extrapolate)s
+    %(keep_observed)s
 
     Attributes
     ----------
@@ -121,8 +117,7 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
         Smoothing parameters used (on the standardised data).
     df_mean_, df_cov_ : float
         Effective degrees of freedom of the two fits.
-    grid_ : ndarray of shape (n_grid,)
-        The output grid.
+    %(grid_)s
     time_range_ : tuple of float
         Range of the training times.
     n_subjects_fit_ : int
@@ -286,7 +281,5 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
 def _measurement_noise(data, fitted):
     """The fitted noise variance, capped by the difference-based estimate."""
     subject = np.repeat(np.arange(len(data)), data.n_obs)
-    try:
-        return min(fitted, difference_estimate(data.times, data.values, subject))
-    except ValueError:
-        return fitted
+    difference = difference_estimate_or_none(data.times, data.values, subject)
+    return fitted if difference is None else min(fitted, difference)

@@ -6,8 +6,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from fdaimpute._output import OutputMixin
-from fdaimpute._params import Instance, Options, validate_params
+from fdaimpute._core.output import OutputMixin
+from fdaimpute._core.params import Instance, Options, validate_params
 from fdaimpute.base import BaseImputer
 
 __all__ = ["FeatureExtractor"]

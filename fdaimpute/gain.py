@@ -7,15 +7,17 @@ import copy
 import numpy as np
 from sklearn.utils import check_random_state
 
-from fdaimpute._binning import BinnedGridMixin
+from fdaimpute._core.docstrings import shared_docs
+from fdaimpute._core.params import RANDOM_STATE, Interval
 from fdaimpute._neural.config import _Device
 from fdaimpute._neural.persistence import TorchStatePickling, resolve_device
-from fdaimpute._params import RANDOM_STATE, Interval
+from fdaimpute._numerics.binned_grid import BinnedGridMixin
 from fdaimpute.base import BaseImputer
 
 __all__ = ["GAINImputer"]
 
 
+@shared_docs()
 class GAINImputer(TorchStatePickling, BinnedGridMixin, BaseImputer):
     """Generative adversarial imputation nets (GAIN) on binned times (baseline).
 
@@ -44,8 +46,7 @@ class GAINImputer(TorchStatePickling, BinnedGridMixin, BaseImputer):
 
     Parameters
     ----------
-    grid : int or array-like, default=None
-        Output grid (default 101 points over the training range).
+    %(grid)s
     n_bins : int or None, default=None
         Number of time bins; by default one bin per distinct training time
         when there are at most 101 of them, else 51 equal-width bins. Bins
@@ -95,10 +96,7 @@ class GAINImputer(TorchStatePickling, BinnedGridMixin, BaseImputer):
         the last bits between runs. ``transform`` puts the training noise's
         mean (0.005 on the [0, 1] scale) in the missing cells instead of a
         random draw, so a subject's curve depends on its own data only.
-    extrapolate : {False, True, "clip"}, default=False
-        Times outside the training range: ``False`` refuses them (a grid may
-        overhang the range by half its end spacing), ``True`` lets the method
-        extrapolate, ``"clip"`` holds each curve constant beyond the range.
+    %(extrapolate)s
     keep_observed : bool, default=False
         ``False``: every bin of the row is the generator's output (observed
         bins are reconstructed too). ``True``: observed bins keep their
@@ -136,8 +134,7 @@ class GAINImputer(TorchStatePickling, BinnedGridMixin, BaseImputer):
     mean_ : ndarray of shape (n_grid,)
         Mean of the training subjects' imputed curves on ``grid_``. GAIN
         estimates no noise variance.
-    grid_ : ndarray of shape (n_grid,)
-        The output grid.
+    %(grid_)s
     time_range_ : tuple of float
         Range of the training times.
     n_subjects_fit_ : int

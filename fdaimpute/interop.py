@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from fdaimpute._validation import as_irregular
+from fdaimpute._core.validation import as_irregular
 from fdaimpute.data import IrregularData
 
 __all__ = ["from_skfda", "to_fdata_grid", "to_fdata_irregular"]

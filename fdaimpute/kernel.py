@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._local_linear import (
+from fdaimpute._core.docstrings import shared_docs
+from fdaimpute._core.params import Interval, Options
+from fdaimpute._core.validation import check_spread_over_time
+from fdaimpute._numerics.local_linear import (
     KERNELS,
     bandwidth_grid,
     bandwidth_scores,
@@ -13,8 +16,6 @@ from fdaimpute._local_linear import (
     solve_local_linear,
     subject_moment_sums,
 )
-from fdaimpute._params import Interval, Options
-from fdaimpute._validation import check_spread_over_time
 from fdaimpute.base import BaseImputer
 from fdaimpute.smoothing import bin_data
 
@@ -25,6 +26,7 @@ _RIDGE_FLOOR = 1e-9
 _SHRINKAGE_GRID = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0)
 
 
+@shared_docs()
 class KernelImputer(BaseImputer):
     """Per-subject local-linear smoothing, shrunk toward the pooled mean curve.
 
@@ -43,10 +45,7 @@ class KernelImputer(BaseImputer):
 
     Parameters
     ----------
-    grid : int or array-like, default=None
-        Output grid: an array of times, or a number of equally spaced
-        points over the training range (default 101; for dense matrix input,
-        the matrix's column times).
+    %(grid)s
     kernel : {"gaussian", "epanechnikov"}, default="gaussian"
         Smoothing kernel.
     bandwidth : float, "cv" or "gcv", default="cv"
@@ -62,13 +61,8 @@ class KernelImputer(BaseImputer):
         chooses it with the bandwidth among (0, 0.03, 0.1, 0.3, 1, 3).
     n_bandwidths : int, default=15
         Number of candidate bandwidths (geometric grid) for the search.
-    extrapolate : {False, True, "clip"}, default=False
-        Times outside the training range: ``False`` refuses them (a grid may
-        overhang the range by half its end spacing), ``True`` lets the method
-        extrapolate, ``"clip"`` holds each curve constant beyond the range.
-    keep_observed : bool, default=False
-        Output observed values as they are where a grid time equals an
-        observation time (otherwise observed cells are smoothed too).
+    %(extrapolate)s
+    %(keep_observed)s
 
     Attributes
     ----------
@@ -83,8 +77,7 @@ class KernelImputer(BaseImputer):
         The pooled mean curve on ``grid_``: the local-linear smooth of all
         training observations, the curve a subject without data returns to.
         The imputer estimates no noise variance.
-    grid_ : ndarray of shape (n_grid,)
-        The output grid.
+    %(grid_)s
     time_range_ : tuple of float
         Range of the training times.
     n_subjects_fit_ : int

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from fdaimpute._validation import as_irregular
+from fdaimpute._core.validation import as_irregular
 
 __all__ = [
     "curve_scorer",
@@ -224,33 +224,77 @@ def split_held_out(data, fraction=0.2, *, min_keep=1, random_state=None):
     return part(~hide, np.arange(len(data))), part(hide, rows), rows
 
 
-def held_out_error(estimator, data, fraction=0.2, *, random_state=None):
-    """Mean squared error of a fitted imputer on hidden observations.
+def held_out_error(
+    estimator,
+    data,
+    fraction=0.2,
+    *,
+    refit=False,
+    min_keep=1,
+    return_errors=False,
+    random_state=None,
+):
+    """Mean squared error of an imputer on hidden observations.
 
     Hides a share of each subject's points (:func:`split_held_out`),
-    imputes from the rest and compares with the hidden noisy values. The
-    noise variance is part of this error; it is the same for every method,
-    so differences and ratios are meaningful.
+    imputes them from the rest and compares with the hidden noisy values.
+    The noise variance is part of this error; it is the same for every
+    method, so differences and ratios are meaningful.
+
+    Two protocols, as on real data without true curves:
+
+    - ``refit=False``: ``estimator`` is already fitted (usually on other
+      subjects) and predicts each subject's hidden points from its
+      visible ones;
+    - ``refit=True``: a clone of ``estimator`` is fitted on the visible
+      points of every subject of ``data`` and predicts the hidden points of
+      those same subjects (the SAND paper's protocol for real data). The
+      estimator passed in is left as it is.
 
     Parameters
     ----------
-    estimator : fitted imputer
+    estimator : imputer
         Anything with ``predict_at`` (answering one array per subject for
-        per-subject query times).
+        per-subject query times); fitted unless ``refit``.
     data : IrregularData or accepted input
-        Subjects to evaluate (usually not used in fitting).
+        Subjects to evaluate.
     fraction : float, default=0.2
         Share of each subject's points to hide.
+    refit : bool, default=False
+        Fit a clone of ``estimator`` on the visible points first.
+    min_keep : int, default=1
+        Observations each subject keeps visible.
+    return_errors : bool, default=False
+        Also return the squared error of every hidden point (for
+        :func:`fdaimpute.plotting.plot_comparison` or standard errors).
     random_state : int, Generator or None
         Seed of the hiding.
 
     Returns
     -------
-    float
+    error : float
+    errors : ndarray of shape (n_hidden,)
+        Only with ``return_errors``; in the order of the hidden points,
+        subject by subject.
+
+    Examples
+    --------
+    >>> import fdaimpute as fi
+    >>> sim = fi.simulate.sand_paper(n=200, n_obs="8-12", random_state=0)
+    >>> error = fi.metrics.held_out_error(
+    ...     fi.KernelImputer(), sim.train.data, refit=True, random_state=0)
+    >>> bool(error > 0)
+    True
     """
-    visible, hidden, rows = split_held_out(data, fraction, random_state=random_state)
+    visible, hidden, rows = split_held_out(
+        data, fraction, min_keep=min_keep, random_state=random_state
+    )
     if len(hidden) == 0:
         raise ValueError("no subject has enough observations to hide any")
+    if refit:
+        from sklearn.base import clone
+
+        estimator = clone(estimator).fit(visible)
     times = np.split(hidden.times, hidden.offsets[1:-1])
     answer = estimator.predict_at(visible[rows], times)
     pred = np.concatenate(answer) if len(answer) else np.empty(0)
@@ -259,7 +303,9 @@ def held_out_error(estimator, data, fraction=0.2, *, random_state=None):
             f"{type(estimator).__name__}.predict_at returned {pred.size} values "
             f"for {hidden.values.size} hidden observations"
         )
-    return float(np.mean((pred - hidden.values) ** 2))
+    errors = (pred - hidden.values) ** 2
+    error = float(np.mean(errors))
+    return (error, errors) if return_errors else error
 
 
 class _HeldOutScorer:

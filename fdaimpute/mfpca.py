@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._face.bands import held_out_bands
-from fdaimpute._face.predict import SplineModelPredictor
-from fdaimpute._linalg import one_blas_thread
+from fdaimpute._core.docstrings import shared_docs
+from fdaimpute._core.params import Interval, Options
+from fdaimpute._fpca.spline_bands import held_out_bands
+from fdaimpute._fpca.spline_predict import SplineModelPredictor
 from fdaimpute._mfpca.fit import fit_mfpca
-from fdaimpute._params import Interval, Options
+from fdaimpute._numerics.linalg import one_blas_thread
 from fdaimpute.base import BaseImputer
 
 __all__ = ["MFPCAImputer"]
@@ -24,6 +25,10 @@ _OPTIONS = (
 )
 
 
+@shared_docs(
+    "holds the eigenfunctions at their end values and continues the mean "
+    "along its end tangent"
+)
 class MFPCAImputer(SplineModelPredictor, BaseImputer):
     """Reduced-rank functional PCA fitted by maximum likelihood (mFPCA).
 
@@ -43,10 +48,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
 
     Parameters
     ----------
-    grid : int or array-like, default=None
-        Output grid of ``transform``: ``None`` gives 101 points over the
-        training time range (or the column times of a dense input), an int
-        that many equally spaced points, an array those times.
+    %(grid)s
     n_basis : int or "auto", default="auto"
         B-splines ``M`` spanning the eigenfunctions (equally spaced knots
         over the training range), or the size among 6, 8, 12, 16 and 20 whose
@@ -74,13 +76,8 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
     tol : float, default=1e-8
         The optimiser stops when an iteration lowers the negative
         log-likelihood by less than ``tol`` relative to its size.
-    extrapolate : {False, True, "clip"}, default=False
-        Times outside the training range: ``False`` refuses them, ``True``
-        holds the eigenfunctions at their end values and continues the mean
-        along its end tangent, ``"clip"`` holds each curve constant.
-    keep_observed : bool, default=False
-        Output observed values as they are where a grid time equals an
-        observation time.
+    %(extrapolate)s
+    %(keep_observed)s
 
     Attributes
     ----------
@@ -114,7 +111,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
     n_iter_ : int
         Iterations of the optimiser at the chosen rank.
     converged_ : bool
-    grid_ : ndarray of shape (n_grid,)
+    %(grid_)s
     time_range_ : tuple of float
     n_subjects_fit_ : int
 

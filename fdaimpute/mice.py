@@ -9,13 +9,15 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401
 from sklearn.impute import IterativeImputer
 
-from fdaimpute._binning import BinnedGridMixin
-from fdaimpute._params import RANDOM_STATE, Interval
+from fdaimpute._core.docstrings import shared_docs
+from fdaimpute._core.params import RANDOM_STATE, Interval
+from fdaimpute._numerics.binned_grid import BinnedGridMixin
 from fdaimpute.base import BaseImputer
 
 __all__ = ["MICEImputer"]
 
 
+@shared_docs()
 class MICEImputer(BinnedGridMixin, BaseImputer):
     """Multiple imputation by chained equations on binned times (baseline).
 
@@ -32,8 +34,7 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
 
     Parameters
     ----------
-    grid : int or array-like, default=None
-        Output grid (default 101 points over the training range).
+    %(grid)s
     n_bins : int or None, default=None
         Number of time bins; by default the number of distinct training
         times when that is at most 101, else 51.
@@ -58,13 +59,8 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
         2.14 / 3.39 / 1.97 with all bins, and fitted 4 to 14 times faster.
     random_state : int or None, default=None
         Seed of the iterative imputer.
-    extrapolate : {False, True, "clip"}, default=False
-        Times outside the training range: ``False`` refuses them (a grid may
-        overhang the range by half its end spacing), ``True`` lets the method
-        extrapolate, ``"clip"`` holds each curve constant beyond the range.
-    keep_observed : bool, default=False
-        Output observed values as they are where a grid time equals an
-        observation time (otherwise observed cells are smoothed too).
+    %(extrapolate)s
+    %(keep_observed)s
 
     Attributes
     ----------
@@ -92,8 +88,7 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
     mean_ : ndarray of shape (n_grid,)
         Mean of the training subjects' imputed curves on ``grid_`` (the
         curve of the mean filled row). MICE estimates no noise variance.
-    grid_ : ndarray of shape (n_grid,)
-        The output grid.
+    %(grid_)s
     time_range_ : tuple of float
         Range of the training times.
     n_subjects_fit_ : int

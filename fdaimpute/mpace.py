@@ -9,12 +9,27 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from fdaimpute._covariates import CovariateDesign, varying_coefficients
-from fdaimpute._interpolate import spline_columns
-from fdaimpute._linalg import one_blas_thread
+from fdaimpute._core.params import (
+    RANDOM_STATE,
+    Boolean,
+    Instance,
+    Interval,
+    Options,
+    Pair,
+    validate_params,
+)
+from fdaimpute._core.validation import (
+    check_magnitudes,
+    check_times_in_range,
+    is_long_frame,
+    resolve_grid,
+)
+from fdaimpute._fpca.covariates import CovariateDesign, varying_coefficients
+from fdaimpute._fpca.folds import N_FOLDS
+from fdaimpute._fpca.heldout import one_standard_error_k
+from fdaimpute._numerics.interpolate import spline_columns
+from fdaimpute._numerics.linalg import one_blas_thread
 from fdaimpute._pace.binning import choose_bins
-from fdaimpute._pace.cv import N_FOLDS
-from fdaimpute._pace.heldout import one_standard_error_k
 from fdaimpute._pace.multivariate import (
     MultivariatePACEModel,
     cross_moments,
@@ -24,21 +39,6 @@ from fdaimpute._pace.multivariate import (
     regrid,
     smooth_cross,
     variable_scales,
-)
-from fdaimpute._params import (
-    RANDOM_STATE,
-    Boolean,
-    Instance,
-    Interval,
-    Options,
-    Pair,
-    validate_params,
-)
-from fdaimpute._validation import (
-    check_magnitudes,
-    check_times_in_range,
-    is_long_frame,
-    resolve_grid,
 )
 from fdaimpute.base import BaseImputer
 from fdaimpute.multivariate import MultivariateIrregularData

@@ -6,21 +6,21 @@ import numbers
 
 import numpy as np
 
-from fdaimpute._coerce import check_not_datetime
-from fdaimpute._flat import check_storage
-from fdaimpute._frames import require_pandas
-from fdaimpute._ids import (
+from fdaimpute._core.coerce import check_not_datetime
+from fdaimpute._core.flat import check_storage
+from fdaimpute._core.frames import require_pandas
+from fdaimpute._core.ids import (
     check_ids,
     codes_by_first_appearance,
     missing_mask,
     subject_label,
 )
-from fdaimpute._multivariate_frames import (
+from fdaimpute._core.multivariate_frames import (
     flat_from_columns,
     flat_from_variable_column,
     subject_covariates,
 )
-from fdaimpute._ragged import RaggedSubjects
+from fdaimpute._core.ragged import RaggedSubjects
 from fdaimpute.data import IrregularData
 
 __all__ = ["MultivariateIrregularData"]

@@ -20,10 +20,10 @@ import numbers
 
 import numpy as np
 
+from fdaimpute._core.params import Instance, validate_params
+from fdaimpute._core.validation import resolve_grid
+from fdaimpute._fpca.scores import posterior_scores
 from fdaimpute._pace.joint import posterior_scores_by_variable
-from fdaimpute._pace.scores import posterior_scores
-from fdaimpute._params import Instance, validate_params
-from fdaimpute._validation import resolve_grid
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.multivariate import MultivariateIrregularData

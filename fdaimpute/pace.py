@@ -9,11 +9,8 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from fdaimpute._conditional import ConditionalScorePredictor
-from fdaimpute._linalg import one_blas_thread
-from fdaimpute._pace import chunked as _chunked
-from fdaimpute._pace import fit as _fit
-from fdaimpute._params import (
+from fdaimpute._core.docstrings import shared_docs
+from fdaimpute._core.params import (
     RANDOM_STATE,
     Boolean,
     Interval,
@@ -21,8 +18,12 @@ from fdaimpute._params import (
     Pair,
     validate_params,
 )
-from fdaimpute._timing import recording
-from fdaimpute._validation import check_times_in_range, resolve_grid
+from fdaimpute._core.timing import recording
+from fdaimpute._core.validation import check_times_in_range, resolve_grid
+from fdaimpute._fpca.conditional import ConditionalScorePredictor
+from fdaimpute._numerics.linalg import one_blas_thread
+from fdaimpute._pace import chunked as _chunked
+from fdaimpute._pace import fit as _fit
 from fdaimpute.base import BaseImputer
 from fdaimpute.smoothing import KERNELS
 
@@ -40,6 +41,10 @@ _CHUNK_OPTIONS = (
 )
 
 
+@shared_docs(
+    "extrapolates (eigenfunctions held constant beyond the work grid, the "
+    "mean is the local-linear fit)"
+)
 class PACEImputer(ConditionalScorePredictor, BaseImputer):
     """Functional PCA by conditional expectation (PACE) for sparse curves.
 
@@ -61,18 +66,9 @@ class PACEImputer(ConditionalScorePredictor, BaseImputer):
 
     Parameters
     ----------
-    grid : int or array-like, default=None
-        Output grid of ``transform``: ``None`` gives 101 points over the
-        training time range (or the column times of a dense input), an int
-        that many equally spaced points, an array those times.
-    extrapolate : {False, True, "clip"}, default=False
-        Times outside the training range: ``False`` refuses them (a grid may
-        overhang the range by half its end spacing), ``True`` extrapolates
-        (eigenfunctions held constant beyond the work grid, the mean is the
-        local-linear fit), ``"clip"`` holds each curve constant beyond the range.
-    keep_observed : bool, default=False
-        Output observed values as they are where a grid time equals an
-        observation time (otherwise observed cells are smoothed too).
+    %(grid)s
+    %(extrapolate)s
+    %(keep_observed)s
     kernel : {"gaussian", "epanechnikov"}, default="gaussian"
         Smoothing kernel for the mean and the covariance (fdapace's default
         for sparse data is Gaussian).
@@ -107,10 +103,13 @@ default="cv"
         ``False`` smooths all pairs and sets ``sigma^2 = 0``.
     noise_variance : {"auto", "moment"}, default="auto"
         How ``sigma^2`` is estimated. ``"moment"``: the moment estimator of
-        the Notes alone. ``"auto"``: when cross-validation runs, the moment
-        estimate is raised to the noise variance that best predicts the
-        held-out points, where that is larger (see Notes); otherwise as
-        ``"moment"``.
+        the Notes alone. ``"auto"``: when cross-validation runs, the
+        predictor's noise variance (``predictor_noise_variance_``) is raised
+        to the one that best predicts the held-out points, where that is
+        larger, and the reported ``noise_variance_`` is bounded both ways:
+        raised to a floor from the held-out fit and capped by the
+        difference-based estimate where that is smaller (see Notes);
+        otherwise as ``"moment"``.
     binning : "auto", int or False, default="auto"
         How observation times are binned for the mean and covariance sums
         (memory O(n_bins^2), independent of the number of subjects).
@@ -137,8 +136,7 @@ default="cv"
 
     Attributes
     ----------
-    grid_ : ndarray of shape (n_grid,)
-        Output grid of ``transform``.
+    %(grid_)s
     mean_ : ndarray of shape (n_grid,)
         Estimated mean function on ``grid_``, as every imputer stores it:
         the curve imputed for a subject whose scores are all zero.
@@ -241,7 +239,7 @@ default="cv"
     variance of the components beyond ``K`` (the remaining positive
     eigenvalues of the smoothed surface), which the predictor sets to zero,
     and of the model's own error; the held-out points weigh both (see
-    ``fdaimpute/_pace/heldout.py``). A band for a new observation adds
+    ``fdaimpute/_fpca/heldout.py``). A band for a new observation adds
     ``noise_variance_``. Where the held-out points show the predictive
     variance changing over the time range (a likelihood-ratio test over a
     factor linear between the start, middle and end of the range), both the

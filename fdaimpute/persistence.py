@@ -29,7 +29,7 @@ A model file is, in order:
    ``"pickle"``, the pickled estimator).
 
 Classes are looked up in a fixed table of fdaimpute's own classes
-(:data:`fdaimpute._model_tree.CLASSES`); nothing a file names is imported,
+(:data:`fdaimpute._io.model_tree.CLASSES`); nothing a file names is imported,
 and no part of a ``"data"`` file is unpickled. A value the format cannot
 hold (a ``RandomState``, a user's own regularizer or imputer subclass) is
 refused by :func:`save` with a message saying what to change.
@@ -57,7 +57,7 @@ import struct
 import sys
 import warnings
 
-from fdaimpute._files import atomic_write
+from fdaimpute._io.files import atomic_write
 
 __all__ = [
     "FORMAT_VERSION",
@@ -100,7 +100,7 @@ def _payload(estimator, allow_pickle):
     """``(encoding, model tree or None, payload bytes)`` of an estimator."""
     from safetensors.numpy import save as save_arrays
 
-    from fdaimpute._model_tree import UnsupportedObject, to_tree
+    from fdaimpute._io.model_tree import UnsupportedObject, to_tree
 
     try:
         tree, arrays = to_tree(estimator)
@@ -154,7 +154,7 @@ def save(estimator, path, *, allow_pickle=False, metadata=None, overwrite=True):
     --------
     load : read it back.
     """
-    from fdaimpute._model_tree import class_key
+    from fdaimpute._io.model_tree import class_key
     from fdaimpute.base import BaseImputer
 
     if not isinstance(estimator, BaseImputer):
@@ -321,7 +321,7 @@ def read_header(path):
 
 def _stored_class(header):
     """The class a header names, when it is one of fdaimpute's (else None)."""
-    from fdaimpute._model_tree import CLASSES, resolve
+    from fdaimpute._io.model_tree import CLASSES, resolve
 
     name = header["class"]
     return resolve(name)[0] if name in CLASSES else None
@@ -403,7 +403,7 @@ def _decode(header, payload, shown):
     from safetensors import SafetensorError
     from safetensors.numpy import load as load_arrays
 
-    from fdaimpute._model_tree import from_tree
+    from fdaimpute._io.model_tree import from_tree
 
     try:
         arrays = load_arrays(payload)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._validation import as_irregular
+from fdaimpute._core.validation import as_irregular
 
 __all__ = ["plot_comparison", "plot_curves", "plot_history"]
 
@@ -20,8 +20,13 @@ def plot_curves(
     subjects=4,
     axes=None,
     ncols=2,
+    band_of="curve",
 ):
     """Plot a few subjects' observations with one or more imputed curves.
+
+    Axes are labelled with the data's column names where it knows them
+    (:attr:`IrregularData.names`, e.g. "age" and "bmi"), else "time" and
+    "value".
 
     Parameters
     ----------
@@ -49,6 +54,10 @@ def plot_curves(
         Where to draw; a new figure is made otherwise.
     ncols : int, default=2
         Columns of the new figure's panel grid.
+    band_of : {"curve", "observation"}, default="curve"
+        What ``std`` is the uncertainty of, for the legend: the curve
+        (``transform(..., return_std=True)``) or a new observation (the
+        curve's variance plus the noise variance).
 
     Returns
     -------
@@ -69,6 +78,14 @@ def plot_curves(
     data = as_irregular(data)
     if data is None:
         raise TypeError("data must be IrregularData, a long DataFrame or (t, y) pairs")
+    if band_of not in ("curve", "observation"):
+        raise ValueError(f"band_of must be 'curve' or 'observation', got {band_of!r}")
+    band_label = (
+        "95% band of the curve"
+        if band_of == "curve"
+        else ("95% band of a new observation")
+    )
+    _, time_name, value_name = data.names or ("id", "time", "value")
     grid = np.asarray(grid, dtype=float)
     sets = curves if isinstance(curves, dict) else {"imputed": curves}
     bands = _bands(sets, std)
@@ -89,7 +106,7 @@ def plot_curves(
         raise ValueError(
             f"{positions.size} subjects to show but only {flat.size} axes given"
         )
-    for ax, i in zip(flat, positions):
+    for panel, (ax, i) in enumerate(zip(flat, positions)):
         t, y = data[i]
         if truth is not None:
             ax.plot(grid, truth[i], "k--", lw=1.2, label="truth")
@@ -105,9 +122,12 @@ def plot_curves(
                     color=line.get_color(),
                     alpha=0.15,
                     lw=0,
+                    label=f"{name}: {band_label}" if panel == 0 else None,
                 )
         ax.plot(t, y, "o", color="0.2", ms=4, label="observed")
         ax.set_title(f"subject {data.ids[i]}", fontsize=10)
+        ax.set_xlabel(time_name, fontsize=9)
+        ax.set_ylabel(value_name, fontsize=9)
     for ax in flat[positions.size :]:
         ax.set_visible(False)
     flat[0].legend(fontsize=8, loc="best")

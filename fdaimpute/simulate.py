@@ -29,15 +29,19 @@ import numbers
 
 import numpy as np
 
-from fdaimpute._multivariate_process import (
+from fdaimpute._sim.multivariate_process import (
     MultivariateBasisProcess,
     MultivariateSimulation,
     MultivariateSplit,
     sample_multivariate,
     shared_fourier_process,
 )
-from fdaimpute._nonlinear_process import MonteCarloProcess, PhaseProcess, WarpedProcess
-from fdaimpute._sampling import Simulation, Split, parse_n_obs, sample
+from fdaimpute._sim.nonlinear_process import (
+    MonteCarloProcess,
+    PhaseProcess,
+    WarpedProcess,
+)
+from fdaimpute._sim.sampling import Simulation, Split, parse_n_obs, sample
 
 __all__ = [
     "BasisProcess",

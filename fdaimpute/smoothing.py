@@ -1,6 +1,6 @@
 """Kernel smoothing building blocks: kernels, binning, local-linear fits.
 
-Public front of the local-linear engine in :mod:`fdaimpute._local_linear`
+Public front of the local-linear engine in :mod:`fdaimpute._numerics.local_linear`
 (kernel functions, the weighted local-linear fit at a set of evaluation
 points, and bandwidth selection by generalised or leave-one-out
 cross-validation), plus binning of pooled observations.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 # The kernels live with the engine; these are their public names.
-from fdaimpute._local_linear import (
+from fdaimpute._numerics.local_linear import (
     KERNEL_RADIUS,  # noqa: F401
     KERNELS,
     bandwidth_grid,

@@ -124,6 +124,44 @@ def test_demo_says_what_a_neural_imputer_kept(tmp_path, capsys):
     assert ("vt: returns PACE's curves" in text) != ("vt: kept its network" in text)
 
 
+def test_demo_draws_one_band_for_the_most_accurate_method(
+    tmp_path, capsys, monkeypatch
+):
+    from fdaimpute import cli, plotting
+
+    drawn = {}
+
+    def spy(data, curves, grid, **kwargs):
+        drawn.update(curves=curves, std=kwargs["std"])
+        return real(data, curves, grid, **kwargs)
+
+    real = plotting.plot_curves
+    monkeypatch.setattr(plotting, "plot_curves", spy)
+    png = tmp_path / "demo.png"
+    assert (
+        cli.main(["demo", "--n", "300", "--methods", "kernel,pace", "--out", str(png)])
+        == 0
+    )
+    text = capsys.readouterr().out
+    mse = {
+        name: float(text.split(f"\n{name} ")[1].split()[0])
+        for name in ("kernel", "pace")
+    }
+    best = min(mse, key=mse.get)
+    assert list(drawn["curves"]) == ["kernel", "pace"]
+    assert list(drawn["std"]) == [best]
+    assert f"95% band of the curve: {best}" in text
+
+
+def test_demo_draws_identical_curves_once():
+    from fdaimpute.cli import _distinct_curves
+
+    a, b = np.zeros((2, 3)), np.ones((2, 3))
+    shown = _distinct_curves({"pace": a, "kernel": b, "vt": a.copy(), "sand": a})
+    assert list(shown) == ["pace = vt = sand", "kernel"]
+    assert shown["kernel"] is b
+
+
 def test_help_lists_commands(capsys):
     assert main([]) == 1
     text = capsys.readouterr().out
@@ -460,7 +498,7 @@ def test_output_problems_are_found_before_reading_or_fitting(
 
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(
-        "fdaimpute._cli_output.shutil.disk_usage",
+        "fdaimpute._cli.output.shutil.disk_usage",
         lambda folder: usage._replace(free=1000),
     )
     with pytest.raises(SystemExit, match="would take at least .* free in"):
@@ -472,7 +510,7 @@ def test_output_problems_are_found_before_reading_or_fitting(
 def test_output_is_written_a_block_at_a_time_and_atomically(
     long_csv, tmp_path, monkeypatch
 ):
-    from fdaimpute import _cli_output
+    from fdaimpute._cli import output as _cli_output
 
     path, df = long_csv
     whole = tmp_path / "whole.csv"

@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 torch = pytest.importorskip("torch")
 
 import fdaimpute as fi  # noqa: E402
-from fdaimpute._sampling import sample  # noqa: E402
+from fdaimpute._sim.sampling import sample  # noqa: E402
 from fdaimpute.nn import RaggedTensors  # noqa: E402
 from fdaimpute.nn.cnp import (  # noqa: E402
     MIN_SD,

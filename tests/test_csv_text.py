@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import fdaimpute as fi
-from fdaimpute._csv_text import field, long_rows, wide_rows
+from fdaimpute._io.csv_text import field, long_rows, wide_rows
 from fdaimpute.cli import main
 from fdaimpute.pace import PACEImputer
 

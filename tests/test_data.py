@@ -218,7 +218,7 @@ def test_to_dense_rejects_off_grid_time(small):
 def test_csv_read_options_ask_for_exact_floats_before_pandas_3(version, exact):
     from types import SimpleNamespace
 
-    from fdaimpute._csv import read_options
+    from fdaimpute._io.csv_options import read_options
 
     options = read_options(
         {"sep": ";"}, "subject", SimpleNamespace(__version__=version)

@@ -8,8 +8,8 @@ from sklearn.base import clone
 import fdaimpute as fi
 from fdaimpute._face.moments import pair_moments
 from fdaimpute._face.penalized import PenalizedPath
-from fdaimpute._face.splines import design, difference_penalty, equal_knots
-from fdaimpute._pace.eigen import eigen_analysis
+from fdaimpute._fpca.eigen import eigen_analysis
+from fdaimpute._fpca.splines import design, difference_penalty, equal_knots
 from fdaimpute.face import FACEImputer
 
 

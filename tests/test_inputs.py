@@ -486,7 +486,7 @@ def test_times_over_many_orders_of_magnitude_fit(cls):
 
 
 def test_output_that_cannot_fit_is_refused_before_any_work(monkeypatch):
-    from fdaimpute import _blocks
+    from fdaimpute._core import blocks as _blocks
 
     data = _sim_data()
     est = KernelImputer().fit(data)

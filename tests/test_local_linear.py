@@ -1,10 +1,10 @@
-"""Known-answer tests of the local-linear engine (fdaimpute._local_linear)."""
+"""Known-answer tests of the local-linear engine (fdaimpute._numerics.local_linear)."""
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from fdaimpute import _local_linear as ll
+from fdaimpute._numerics import local_linear as ll
 from fdaimpute.smoothing import (
     bandwidth_candidates,
     bin_data,

@@ -98,6 +98,26 @@ def test_held_out_error_matches_an_error_computed_by_hand():
     assert got == pytest.approx(by_hand, rel=1e-12)
 
 
+def test_held_out_error_with_refit_fits_on_the_visible_points_of_the_same_subjects():
+    sim = fi.simulate.sand_paper(n=100, n_obs="8-12", random_state=0)
+    data = sim.train.data
+    unfitted = fi.KernelImputer(grid=sim.grid)
+    got, errors = held_out_error(
+        unfitted, data, refit=True, min_keep=2, return_errors=True, random_state=3
+    )
+    visible, hidden, rows = split_held_out(data, min_keep=2, random_state=3)
+    imp = fi.KernelImputer(grid=sim.grid).fit(visible)
+    times = np.split(hidden.times, hidden.offsets[1:-1])
+    pred = np.concatenate(imp.predict_at(visible[rows], times))
+    assert_array_equal(errors, (pred - hidden.values) ** 2)
+    assert got == errors.mean()
+    assert not hasattr(unfitted, "grid_")  # the clone was fitted
+    # fitted on every point instead, the hidden points were seen: lower error
+    fitted = fi.KernelImputer(grid=sim.grid).fit(data)
+    seen = held_out_error(fitted, data, min_keep=2, random_state=3)
+    assert seen < got
+
+
 @pytest.fixture(scope="module")
 def dense_sim():
     return fi.simulate.sand_paper(n=150, n_obs=30, random_state=0)

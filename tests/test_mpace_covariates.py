@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import fdaimpute as fi
-from fdaimpute._covariates import CovariateDesign, varying_coefficients
+from fdaimpute._fpca.covariates import CovariateDesign, varying_coefficients
 from fdaimpute.mpace import MultivariatePACEImputer
 from fdaimpute.multivariate import MultivariateIrregularData
 

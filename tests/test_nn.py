@@ -137,7 +137,7 @@ def test_interpolate_c1_exact_for_quadratics_and_on_grid():
 def test_numpy_and_torch_interpolations_agree(seed):
     # the torch readers train the networks, the NumPy ones evaluate the
     # fitted imputers: both must be the same curve, ends and knots included
-    from fdaimpute._interpolate import interpolate_c1_rows, interpolate_rows
+    from fdaimpute._numerics.interpolate import interpolate_c1_rows, interpolate_rows
 
     rng = np.random.default_rng(seed)
     m, n, q = rng.integers(2, 30), 4, 40

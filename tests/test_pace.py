@@ -287,7 +287,7 @@ def test_pace_transform_outside_range_needs_extrapolate(fitted):
 
 
 def test_pace_transform_in_blocks_matches(monkeypatch, smooth_sim, fitted):
-    import fdaimpute._conditional as conditional
+    import fdaimpute._fpca.conditional as conditional
 
     data = smooth_sim.test.data
     whole, whole_std = fitted.transform(data, return_std=True)

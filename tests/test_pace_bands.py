@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import fdaimpute as fi
-from fdaimpute._pace.heldout import calibrate_bands, one_standard_error_k
-from fdaimpute._pace.scores import posterior_scores, truncated_error_variance
+from fdaimpute._fpca.heldout import calibrate_bands, one_standard_error_k
+from fdaimpute._fpca.scores import posterior_scores, truncated_error_variance
 from fdaimpute.simulate import BasisProcess, sample
 
 

@@ -6,11 +6,11 @@ from _configs import fourier_basis3 as _basis
 from numpy.testing import assert_allclose
 from sklearn.utils import check_random_state
 
+from fdaimpute._fpca.eigen import eigen_analysis
+from fdaimpute._fpca.scores import posterior_scores
 from fdaimpute._pace.binning import choose_bins
 from fdaimpute._pace.cv import select_by_cv
-from fdaimpute._pace.eigen import eigen_analysis
 from fdaimpute._pace.numerics import DefaultNumerics, FdapaceNumerics
-from fdaimpute._pace.scores import posterior_scores
 from fdaimpute.pace import PACEImputer
 from fdaimpute.simulate import BasisProcess, sample
 

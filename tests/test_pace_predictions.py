@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from fdaimpute._pace import scores
-from fdaimpute._pace.scores import cumulative_predictions
+from fdaimpute._fpca import scores
+from fdaimpute._fpca.scores import cumulative_predictions
 
 
 def _problem(counts, counts_new, p, seed=0):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import fdaimpute as fi
-from fdaimpute._params import (
+from fdaimpute._core.params import (
     RANDOM_STATE,
     Boolean,
     Interval,

@@ -217,3 +217,34 @@ def test_comparison_reads_a_frame_and_refuses_bad_errors():
         fi.plotting.plot_comparison({"a": np.zeros((2, 2))})
     with pytest.raises(TypeError, match="non-empty dict"):
         fi.plotting.plot_comparison([1.0, 2.0])
+
+
+def test_axes_are_labelled_with_the_data_columns_and_the_band_says_what_it_covers():
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "girl": [1, 1, 2, 2],
+            "age": [8.0, 10.0, 9.0, 12.0],
+            "exercise": [1.0, 2, 3, 4],
+        }
+    )
+    data = fi.IrregularData.from_long(frame, id="girl", time="age", value="exercise")
+    assert data.names == ("girl", "age", "exercise")
+    assert data[[1]].names == data.names  # subsets keep them
+    grid = np.linspace(8, 12, 5)
+    curves = np.zeros((2, 5))
+    fig = fi.plotting.plot_curves(
+        data, {"PACE": curves}, grid, std=curves + 1, subjects=2, band_of="observation"
+    )
+    ax = fig.axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("age", "exercise")
+    labels = ax.get_legend_handles_labels()[1]
+    assert "PACE: 95% band of a new observation" in labels
+    # without names: generic labels, and the curve's band by default
+    fig = fi.plotting.plot_curves(_data(None), CURVES, GRID, std=CURVES, subjects=1)
+    ax = fig.axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("time", "value")
+    assert "imputed: 95% band of the curve" in ax.get_legend_handles_labels()[1]
+    with pytest.raises(ValueError, match="band_of"):
+        fi.plotting.plot_curves(data, curves, grid, band_of="subject")

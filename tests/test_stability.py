@@ -17,7 +17,7 @@ from sklearn.model_selection import KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 
 import fdaimpute as fi
-from fdaimpute._plausible import WIDEN
+from fdaimpute._core.plausible import WIDEN
 from fdaimpute.metrics import split_held_out
 
 pd = pytest.importorskip("pandas")
@@ -189,8 +189,8 @@ def test_auto_imputer_fits_each_candidate_once(monkeypatch):
     # once per fold, and the chosen candidate is not fitted again.
     import fdaimpute.face as face_module
     import fdaimpute.mfpca as mfpca_module
+    from fdaimpute._fpca.folds import heldout_folds
     from fdaimpute._pace import fit as pace_fit
-    from fdaimpute._pace.cv import heldout_folds
 
     calls = {"face": 0, "mfpca": 0, "pace_cv": 0, "kernel": 0}
 
@@ -247,7 +247,7 @@ def test_auto_imputer_scores_are_held_out_errors(name):
     # did not see: hiding them changes nothing, and the score equals that of
     # refits on the visible points of each fold with the same tuning.
     from fdaimpute import auto as auto_module
-    from fdaimpute._pace.cv import heldout_folds
+    from fdaimpute._fpca.folds import heldout_folds
 
     data = _small_design(6, 40, 5)
     auto = fi.AutoImputer(candidates=("pace", name), random_state=0).fit(data)

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from fdaimpute import _timing
-from fdaimpute._timing import phase, recording
+from fdaimpute._core import timing as _timing
+from fdaimpute._core.timing import phase, recording
 
 
 @pytest.fixture

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import eigh
 
-from fdaimpute._face.model import FACEModel
 from fdaimpute._face.moments import pair_moments
 from fdaimpute._face.penalized import PenalizedPath, held_out_error
-from fdaimpute._face.splines import (
+from fdaimpute._fpca.eigen import choose_n_components
+from fdaimpute._fpca.spline_model import FACEModel
+from fdaimpute._fpca.splines import (
     design,
     difference_penalty,
     duplication,
@@ -18,7 +19,6 @@ from fdaimpute._face.splines import (
     gram,
     unvech,
 )
-from fdaimpute._pace.eigen import choose_n_components
 
 # Eigenvalues below this share of the data's variance count as zero.
 _EIGEN_TOL = 1e-10

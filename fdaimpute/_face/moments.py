@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from fdaimpute._face.splines import design
+from fdaimpute._fpca.splines import design
 
 # Observations per block: bounds the per-subject band arrays in memory.
 _BLOCK_OBS = 500_000

@@ -1,7 +1,7 @@
 """A cubic B-spline basis made orthonormal in L2 over the time range.
 
 With ``G = R^T R`` the Cholesky factorisation of the B-splines' Gram matrix
-(exact, :func:`fdaimpute._face.splines.gram`), the functions
+(exact, :func:`fdaimpute._fpca.splines.gram`), the functions
 ``e(t) = R^-T b(t)`` are orthonormal: ``int e e^T = R^-T G R^-1 = I``. A
 function ``e(t)^T c`` is then the spline ``b(t)^T R^-1 c``, so orthonormal
 columns of ``C`` give orthonormal functions and every spline tool (values,
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cholesky, solve_triangular
 
-from fdaimpute._face.splines import design, equal_knots, gram
+from fdaimpute._fpca.splines import design, equal_knots, gram
 
 
 @dataclass

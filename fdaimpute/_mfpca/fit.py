@@ -6,7 +6,7 @@ model, carried to the orthonormal basis (``P0 = R theta R^T``); its
 leading eigenpair and FACE's noise variance start rank 1, and rank ``K``
 starts from rank ``K - 1``'s optimum plus ``P0``'s ``K``-th eigenvector,
 so each fit needs few iterations. The fitted model is a
-:class:`fdaimpute._face.model.FACEModel` (spline mean, spline
+:class:`fdaimpute._fpca.spline_model.FACEModel` (spline mean, spline
 eigenfunctions), so prediction, derivatives and bands are FACE's.
 """
 
@@ -19,8 +19,8 @@ from scipy.linalg import eigh
 
 from fdaimpute._face.fit import fit_mean, fit_surface
 from fdaimpute._face.fit import noise_variance as surface_noise
-from fdaimpute._face.model import FACEModel
-from fdaimpute._face.splines import equal_knots
+from fdaimpute._fpca.spline_model import FACEModel
+from fdaimpute._fpca.splines import equal_knots
 from fdaimpute._mfpca.basis import OrthonormalBasis
 from fdaimpute._mfpca.likelihood import SubjectStats
 from fdaimpute._mfpca.optimize import maximize_likelihood

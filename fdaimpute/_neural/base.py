@@ -19,12 +19,12 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
-from fdaimpute._interpolate import interpolate_c1_rows, interpolate_rows
+from fdaimpute._core.validation import check_spread_over_time, rounding_slack
 from fdaimpute._neural.config import PRESETS, SIZE_PARAMS
 from fdaimpute._neural.crossfit import cross_fit, n_folds
 from fdaimpute._neural.features import EncoderFeaturesMixin
 from fdaimpute._neural.persistence import TorchStatePickling, resolve_device
-from fdaimpute._validation import check_spread_over_time, rounding_slack
+from fdaimpute._numerics.interpolate import interpolate_c1_rows, interpolate_rows
 from fdaimpute.base import BaseImputer
 from fdaimpute.noise import noise_variance
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fdaimpute._params import RANDOM_STATE, Boolean, Instance, Interval, Options
+from fdaimpute._core.params import RANDOM_STATE, Boolean, Instance, Interval, Options
 from fdaimpute.base import BaseImputer
 
 __all__ = [

@@ -1,5 +1,7 @@
 """Parameter and attribute descriptions shared by VTImputer and SANDImputer."""
 
+from fdaimpute._core.docstrings import fill_docstring
+
 COMMON_PARAMS_DOC = """
     preset : {"cpu", "gpu", "paper"}, default="cpu"
         Source of every size and training setting left at ``None``:
@@ -169,15 +171,9 @@ COMMON_PARAMS_DOC = """
     warm_start : bool, default=False
         Continue training the fitted network (same scaler, time map and
         grid) instead of starting afresh; the optimizer restarts.
-    grid : int or array-like, default=None
-        Output grid: 101 points over the training times by default.
-    extrapolate : {False, True, "clip"}, default=False
-        Times outside the training range: ``False`` refuses them (a grid may
-        overhang the range by half its end spacing), ``True`` lets the method
-        extrapolate, ``"clip"`` holds each curve constant beyond the range.
-    keep_observed : bool, default=False
-        Output observed values as they are where a grid time equals an
-        observation time (otherwise observed cells are smoothed too)."""
+    %(grid)s
+    %(extrapolate)s
+    %(keep_observed)s"""
 
 COMMON_ATTRS_DOC = """
     module_ : torch.nn.Module
@@ -229,8 +225,7 @@ COMMON_ATTRS_DOC = """
     mean_ : ndarray of shape (n_grid,)
         The mean curve on ``grid_``: the average of the imputed curves of
         the subjects passed to ``fit``.
-    grid_ : ndarray
-        Output grid.
+    %(grid_)s
     model_grid_ : ndarray
         The grid the network outputs (``grid_`` unless that does not cover
         the training times).
@@ -249,3 +244,6 @@ COMMON_ATTRS_DOC = """
         Where the network lives.
     n_parameters_ : int
         Trainable parameters."""
+
+COMMON_PARAMS_DOC = fill_docstring(COMMON_PARAMS_DOC, "lets the method extrapolate")
+COMMON_ATTRS_DOC = fill_docstring(COMMON_ATTRS_DOC, "lets the method extrapolate")

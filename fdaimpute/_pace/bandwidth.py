@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._local_linear import gcv_mean_bandwidth, local_linear_binned
+from fdaimpute._numerics.local_linear import (
+    bandwidth_grid,
+    gcv_mean_bandwidth,
+    local_linear_binned,
+)
 from fdaimpute._pace.binning import covariance_moments, make_bins, regular_step
 from fdaimpute._pace.surface import RotatedSmoother, surface_with_hat
-from fdaimpute.smoothing import bandwidth_candidates
 
 
 def mean_bandwidth(rule, bins, sums, values, subject, n_subjects, kernel, rng):
@@ -47,7 +50,7 @@ def mean_bandwidth(rule, bins, sums, values, subject, n_subjects, kernel, rng):
         return 0.05 * span
     weight, total, total_sq = sums
     keep = weight > 0
-    cands = bandwidth_candidates(bins.centres[keep], 20, kernel=kernel)
+    cands = bandwidth_grid(bins.centres[keep], 20, gap="widest")
     if rule == "gcv":
         return gcv_mean_bandwidth(bins.centres, weight, total, total_sq, cands, kernel)
     return cv_mean_bandwidth(bins, values, subject, n_subjects, cands, kernel, rng)
@@ -116,26 +119,12 @@ def gcv_cov_bandwidth(
     c = bins.centres
     span = c[-1] - c[0]
     h_min = max(np.max(np.diff(c)), span / 500)
-    best, best_score = None, np.inf
-    n = mom.count.sum()
-    for h in np.geomspace(h_min, span / 4, n_candidates):
-        try:
-            fit, hat = surface_with_hat(mom, c, h, kernel)
-        except ValueError:
-            continue
-        rss = np.sum(mom.total_sq - 2 * fit * mom.total + fit * fit * mom.count)
-        dof = np.sum(mom.count * hat)
-        if dof >= n:
-            continue
-        score = rss / n / (1 - dof / n) ** 2
-        if score < best_score:
-            best, best_score = float(h), score
-    if best is None:
-        raise ValueError(
-            "no candidate covariance bandwidth gives a defined fit; "
-            "the data are too sparse"
-        )
-    return best
+    return _least_gcv(
+        mom,
+        np.geomspace(h_min, span / 4, n_candidates),
+        lambda h: surface_with_hat(mom, c, h, kernel),
+        (ValueError,),
+    )
 
 
 def gcv_rotated_bandwidth(
@@ -169,11 +158,27 @@ def gcv_rotated_bandwidth(
     n = mom.count.sum()
     h_dense = span * np.sqrt(20.0 / (2 * np.pi * max(n, 1.0)))
     h_min = max(0.7 * (c[1] - c[0]), h_dense, span * 1e-3)
+    return _least_gcv(
+        mom,
+        np.geomspace(min(h_min, span / 8), span / 2, n_candidates),
+        lambda h: smoother(h, h, return_hat=True),
+        (ValueError, np.linalg.LinAlgError),
+    )
+
+
+def _least_gcv(mom, candidates, fit_with_hat, failures):
+    """The candidate whose surface has the least ``RSS / N / (1 - dof / N)^2``.
+
+    ``fit_with_hat(h)`` gives the surface at the bins and each bin's weight
+    on its own fit; a candidate raising one of ``failures``, or whose
+    degrees of freedom are not in ``[0, N)``, is passed over.
+    """
     best, best_score = None, np.inf
-    for h in np.geomspace(min(h_min, span / 8), span / 2, n_candidates):
+    n = mom.count.sum()
+    for h in candidates:
         try:
-            fit, hat = smoother(h, h, return_hat=True)
-        except (ValueError, np.linalg.LinAlgError):
+            fit, hat = fit_with_hat(h)
+        except failures:
             continue
         rss = np.sum(mom.total_sq - 2 * fit * mom.total + fit * fit * mom.count)
         dof = np.sum(mom.count * hat)

@@ -26,8 +26,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fdaimpute._ids import subject_label
-from fdaimpute._local_linear import local_linear_binned
+from fdaimpute._core.ids import subject_label
+from fdaimpute._core.validation import as_irregular
+from fdaimpute._fpca.folds import heldout_folds, ragged_subset
+from fdaimpute._numerics.local_linear import local_linear_binned
+from fdaimpute._numerics.noise_difference import (
+    intercept_from_sums,
+    n_kept,
+    neighbour_pairs,
+    power_sums,
+)
 from fdaimpute._pace import bandwidth as bw
 from fdaimpute._pace.binning import (
     Bins,
@@ -36,17 +44,10 @@ from fdaimpute._pace.binning import (
     make_bins,
     regular_step,
 )
-from fdaimpute._pace.cv import (
-    heldout_folds,
-    n_validation,
-    ragged_subset,
-    select_on_folds,
-)
+from fdaimpute._pace.cv import n_validation, select_on_folds
 from fdaimpute._pace.fit import finish_fit
 from fdaimpute._pace.result import MeanCurve, PooledMoments
-from fdaimpute._validation import as_irregular
 from fdaimpute.data import IrregularData
-from fdaimpute.noise import intercept_from_sums, n_kept, neighbour_pairs, power_sums
 
 LAG_BINS = 4096  # histogram of the noise estimate's lags (pass 2)
 # the defaults of fdaimpute.noise.noise_variance, as the whole fit uses them

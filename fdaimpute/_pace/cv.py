@@ -15,24 +15,25 @@ import threading
 
 import numpy as np
 
-from fdaimpute._interpolate import spline_columns
-from fdaimpute._linalg import run_tasks
-from fdaimpute._pace.binning import regular_step
-from fdaimpute._pace.heldout import (
+from fdaimpute._core.timing import phase
+from fdaimpute._fpca.folds import (
+    HIDE_FRACTION,
+    MAX_SUBJECTS,
+    heldout_folds,
+    ragged_subset,
+)
+from fdaimpute._fpca.heldout import (
     band_profile,
     band_terms,
     fit_band_weights,
     noise_floor,
     one_standard_error_k,
 )
-from fdaimpute._pace.scores import cumulative_predictions
-from fdaimpute._timing import phase
+from fdaimpute._fpca.scores import cumulative_predictions
+from fdaimpute._numerics.interpolate import spline_columns
+from fdaimpute._numerics.linalg import run_tasks
+from fdaimpute._pace.binning import regular_step
 
-HIDE_FRACTION = 0.2
-# Fewer hidden points than this in one draw: every observation of the
-# validation subjects is hidden once, over N_FOLDS folds.
-TARGET_HIDDEN = 2000
-N_FOLDS = 5
 # Least noise variance of the predictors compared in the bandwidth search on
 # small data (several folds), as a share of the raw variance: a surface that
 # absorbs the noise (moment estimate near 0) makes a near-interpolating
@@ -41,7 +42,6 @@ N_FOLDS = 5
 SEARCH_NOISE_FLOOR = 0.01
 # Ratio along / across of the second sweep of the bandwidth search.
 ANISOTROPY = 3.0
-MAX_SUBJECTS = 3000
 MIN_SUBJECTS = 1000
 FLOP_BUDGET = 2e8  # per candidate bandwidth
 
@@ -51,78 +51,6 @@ def n_validation(counts, max_k):
     m = np.mean(counts[counts >= 2]) * (1 - HIDE_FRACTION)
     per_subject = m * max_k**2 + max_k**3 / 3 + max_k**2 * (1 + m / 4)
     return int(np.clip(FLOP_BUDGET / per_subject, MIN_SUBJECTS, MAX_SUBJECTS))
-
-
-def hide_points(offsets, rng, max_subjects=MAX_SUBJECTS, fraction=HIDE_FRACTION):
-    """Pick validation subjects and the observations each one hides.
-
-    Returns
-    -------
-    val : ndarray of int
-        Validation subjects (sorted), each with at least two observations.
-    hidden : ndarray of int
-        Positions of the hidden observations, increasing (at least one per
-        validation subject, and each keeps at least one).
-    """
-    counts = np.diff(offsets)
-    eligible = np.flatnonzero(counts >= 2)
-    n_val = min(eligible.size, max_subjects)
-    val = np.sort(rng.choice(eligible, n_val, replace=False))
-    m = counts[val]
-    n_hide = np.clip(np.rint(fraction * m).astype(np.int64), 1, m - 1)
-    owner = np.repeat(np.arange(n_val), m)
-    local = np.arange(owner.size) - np.repeat(np.cumsum(m) - m, m)
-    order = np.lexsort((rng.random(owner.size), owner))
-    rank = np.empty(owner.size, dtype=np.int64)
-    rank[order] = local
-    obs = np.repeat(offsets[val], m) + local
-    return val, obs[rank < n_hide[owner]]
-
-
-def heldout_folds(offsets, rng, max_subjects=MAX_SUBJECTS):
-    """Validation subjects and the observations each fold hides.
-
-    One draw of :func:`hide_points` when it hides at least
-    ``TARGET_HIDDEN`` observations (large data: one fold is enough and
-    cheapest). Otherwise - a few hundred subjects or fewer - the score of
-    one random draw depends on which points it happened to hide (on 231
-    girls with 2-5 visits each, the chosen bandwidths ranged over a factor
-    of 20 with the seed and the held-out error by 20%), so every
-    observation of the validation subjects is hidden exactly once over
-    ``N_FOLDS`` folds laid out systematically: subject ``v``'s ``j``-th
-    observation (in time order) goes to fold ``(j + v) mod N_FOLDS``. A fold
-    then hides at most ``ceil(n_i / N_FOLDS)`` of a subject's points (every
-    subject keeps one visible in every fold) and early, middle and late
-    times alike; the layout depends on the data alone, not on ``rng``.
-
-    Returns
-    -------
-    val : ndarray of int
-        Validation subjects (sorted).
-    folds : list of ndarray of int
-        Positions of each fold's hidden observations, increasing.
-    """
-    val, hidden = hide_points(offsets, rng, max_subjects)
-    if hidden.size >= TARGET_HIDDEN or val.size == 0:
-        return val, [hidden]
-    m = np.diff(offsets)[val]
-    owner = np.repeat(np.arange(val.size), m)
-    local = np.arange(owner.size) - np.repeat(np.cumsum(m) - m, m)
-    fold = (local + owner) % N_FOLDS
-    obs = np.repeat(offsets[val], m) + local
-    folds = [obs[fold == f] for f in range(N_FOLDS)]
-    return val, [f for f in folds if f.size]
-
-
-def ragged_subset(mask, offsets, val):
-    """Offsets and flat indices of the ``mask`` observations of subjects ``val``."""
-    per = np.add.reduceat(mask.astype(np.int64), offsets[:-1])
-    per = np.where(np.diff(offsets) > 0, per, 0)[val]
-    starts = offsets[val]
-    m = np.diff(offsets)[val]
-    idx = np.repeat(starts, m) + (np.arange(m.sum()) - np.repeat(np.cumsum(m) - m, m))
-    idx = idx[mask[idx]]
-    return np.concatenate([[0], np.cumsum(per)]), idx
 
 
 #: Squared-error tables an evaluator keeps (one per bandwidth and noise
@@ -311,7 +239,7 @@ class _Folds:
     def calibrate_bands(self, along, across, sigma2, k, observation_noise=None):
         """``(w, tau^2, profile)`` of the bands from every fold's hidden points.
 
-        ``profile`` is the time profile of :func:`~fdaimpute._pace.heldout.
+        ``profile`` is the time profile of :func:`~fdaimpute._fpca.heldout.
         band_profile` (None when a fold fails).
         """
         terms = [e.band_terms(along, across, sigma2, k) for e in self.evaluators]
@@ -380,7 +308,7 @@ def select_by_cv(
     tune_noise : bool, default=False
         Also choose floors of the predictor's noise variance (``results
         ["noise_variance"]``) and of the measurement noise (``results
-        ["noise_floor"]``); see :func:`~fdaimpute._pace.heldout.noise_floor`.
+        ["noise_floor"]``); see :func:`~fdaimpute._fpca.heldout.noise_floor`.
     difference_noise : float, default=None
         The difference-based estimate of the measurement noise
         (:func:`fdaimpute.noise.difference_estimate`). With ``tune_noise``

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 import numpy as np
 
+from fdaimpute._core.timing import phase
+from fdaimpute._fpca.eigen import choose_n_components
+from fdaimpute._numerics.noise_difference import difference_estimate_or_none
 from fdaimpute._pace.binning import choose_bins
 from fdaimpute._pace.cv import select_by_cv
-from fdaimpute._pace.eigen import choose_n_components
 from fdaimpute._pace.numerics import DefaultNumerics, FdapaceNumerics
 from fdaimpute._pace.result import MeanCurve, PACEFit, PACEModel
-from fdaimpute._timing import phase
-from fdaimpute.noise import difference_estimate
 
 
 def numerics_class(fdapace_compat):
@@ -91,7 +91,7 @@ def fit_pace(
         ``"auto"``: when cross-validation runs, the predictor's noise
         variance is raised to the value that best predicts the held-out
         points if that is larger; the measurement-noise estimate is
-        floored (:func:`~fdaimpute._pace.heldout.noise_floor`) and lowered
+        floored (:func:`~fdaimpute._fpca.heldout.noise_floor`) and lowered
         to the difference-based estimate where that is smaller (the gap is
         curve variance finer than the smoothed covariance, which the bands
         then carry).
@@ -116,7 +116,7 @@ def fit_pace(
     difference_noise = None
     if tune_noise:
         with phase("noise"):
-            difference_noise = _difference_noise(times, values, subject)
+            difference_noise = difference_estimate_or_none(times, values, subject)
     h_cov, k_cv, cv_results = bandwidth_cov, None, None
     if is_rule(bandwidth_cov, "cv") or is_rule(n_components, "cv"):
         with phase("cross-validation"):
@@ -275,11 +275,3 @@ def model_from_pickled_state(state, params):
         noise_variance=state["noise_variance_"],
     )
     return numerics, model
-
-
-def _difference_noise(times, values, subject):
-    """The difference-based noise estimate, or None with too few pairs."""
-    try:
-        return difference_estimate(times, values, subject)
-    except ValueError:
-        return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._pace.scores import posterior_scores
+from fdaimpute._fpca.scores import posterior_scores
 
 
 def posterior_scores_by_variable(
@@ -44,13 +44,13 @@ def posterior_scores_by_variable(
     noise_var : ndarray of shape (n_obs,)
         Noise variance of each observation (positive).
     n_scores, with_cov, rest_basis, time_index
-        As :func:`~fdaimpute._pace.scores.posterior_scores`; with
+        As :func:`~fdaimpute._fpca.scores.posterior_scores`; with
         ``time_index``, ``noise_var`` must be constant on each table row
         (the rows are distinct (variable, time) pairs).
 
     Returns
     -------
-    As :func:`~fdaimpute._pace.scores.posterior_scores`.
+    As :func:`~fdaimpute._fpca.scores.posterior_scores`.
     """
     sd = np.sqrt(noise_var)
     if time_index is None:

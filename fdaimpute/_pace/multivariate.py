@@ -26,17 +26,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
-from fdaimpute._interpolate import spline_columns
-from fdaimpute._pace.binning import CovMoments
-from fdaimpute._pace.cv import heldout_folds
-from fdaimpute._pace.eigen import (
+from fdaimpute._fpca.eigen import (
     orient_by_peak,
     quadrature_weights,
     trapezoid,
     weighted_eigenpairs,
 )
+from fdaimpute._fpca.folds import heldout_folds
+from fdaimpute._fpca.scores import cumulative_predictions, truncated_error_variance
+from fdaimpute._numerics.interpolate import spline_columns
+from fdaimpute._pace.binning import CovMoments
 from fdaimpute._pace.joint import posterior_scores_by_variable
-from fdaimpute._pace.scores import cumulative_predictions, truncated_error_variance
 from fdaimpute._pace.surface import RotatedSmoother
 
 #: Most distinct (variable, time) pairs gathered from one table of basis rows.
@@ -366,7 +366,7 @@ def heldout_errors(model_all, data, rng, *, max_subjects=3000):
     """Held-out errors of the predictor with each number of leading components.
 
     The hidden observations are laid out as in univariate PACE's
-    cross-validation (:func:`~fdaimpute._pace.cv.heldout_folds`): on large
+    cross-validation (:func:`~fdaimpute._fpca.folds.heldout_folds`): on large
     data, one random draw of a fifth of the observations of up to
     ``max_subjects`` subjects; where that hides fewer than
     ``TARGET_HIDDEN`` observations (a few hundred subjects), every

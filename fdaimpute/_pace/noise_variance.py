@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._local_linear import local_linear_binned
-from fdaimpute._pace.eigen import trapezoid
+from fdaimpute._fpca.eigen import trapezoid
+from fdaimpute._numerics.local_linear import local_linear_binned
 from fdaimpute._pace.surface import smooth_diagonal_rotated
 
 

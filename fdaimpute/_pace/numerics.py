@@ -22,16 +22,20 @@ from __future__ import annotations
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from fdaimpute._interpolate import interpolate_shared, slope_shared, spline_columns
-from fdaimpute._local_linear import local_linear_binned
+from fdaimpute._core.timing import phase
+from fdaimpute._fpca.eigen import eigen_analysis, orient_by_mean, orient_by_peak
+from fdaimpute._fpca.scores import posterior_scores, truncated_error_variance
+from fdaimpute._numerics.interpolate import (
+    interpolate_shared,
+    slope_shared,
+    spline_columns,
+)
+from fdaimpute._numerics.local_linear import local_linear_binned
 from fdaimpute._pace import bandwidth as bw
 from fdaimpute._pace.binning import covariance_moments, regular_step
-from fdaimpute._pace.eigen import eigen_analysis, orient_by_mean, orient_by_peak
 from fdaimpute._pace.noise_variance import fdapace_sigma2, moment_sigma2
 from fdaimpute._pace.result import CovarianceEstimate, MeanCurve, PooledMoments
-from fdaimpute._pace.scores import posterior_scores, truncated_error_variance
 from fdaimpute._pace.surface import RotatedSmoother, smooth_surface
-from fdaimpute._timing import phase
 
 __all__ = ["DefaultNumerics", "FdapaceNumerics", "MAX_EXACT_TIMES"]
 
@@ -313,7 +317,7 @@ class DefaultNumerics(_Numerics):
         The components beyond ``K`` (every other positive eigenvalue of the
         smoothed covariance, weighted by ``model.rest_weight``) are left out
         of the predictor but not out of the error (see
-        :func:`~fdaimpute._pace.scores.truncated_error_variance`), and the
+        :func:`~fdaimpute._fpca.scores.truncated_error_variance`), and the
         model's own error adds ``model.misfit_variance``; the whole is
         scaled by the model's time profile of the bands
         (:meth:`~fdaimpute._pace.result.PACEModel.band_factor`).

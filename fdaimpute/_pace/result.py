@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fdaimpute._local_linear import local_linear_binned
+from fdaimpute._numerics.local_linear import local_linear_binned
 from fdaimpute._pace.binning import Bins, CovMoments
 
 
@@ -140,7 +140,7 @@ class PACEModel:
         where the held-out points raised the predictor's.
     rest_weight : float, default=1.0
         Share of the variance of the components beyond ``K`` that the
-        bands carry (chosen on held-out points, see ``_pace/heldout.py``).
+        bands carry (chosen on held-out points, see ``_fpca/heldout.py``).
     misfit_variance : float, default=0.0
         Variance of the model's own error added to the bands (likewise).
     band_profile : tuple of ndarray or None, default=None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._local_linear import _kernel_matrices
+from fdaimpute._numerics.local_linear import _kernel_matrices
 from fdaimpute._pace.binning import regular_step
 
 

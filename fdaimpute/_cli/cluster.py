@@ -1,0 +1,120 @@
+"""``fdaimpute fit --scheduler ADDRESS`` or ``--workers N``: PACE on a Dask cluster.
+
+The input (CSV or Parquet) is read by Dask in partitions on the workers and
+PACE is fitted with :meth:`PACEImputer.fit_dask
+<fdaimpute.PACEImputer.fit_dask>`; only the model comes back to this
+process, which saves it as ``fdaimpute fit`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+
+__all__ = ["add_cluster_options", "fit_on_cluster", "wants_cluster"]
+
+
+def add_cluster_options(parser):
+    """``--scheduler`` and ``--workers`` of ``fdaimpute fit``."""
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="fit pace on the Dask cluster whose scheduler is at ADDRESS "
+        "(tcp://host:8786); the input must be readable by its workers at the "
+        "same path. Needs fdaimpute[dask]",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="fit pace on a local Dask cluster of N worker processes (one "
+        "thread each). Needs fdaimpute[dask]",
+    )
+
+
+def wants_cluster(args):
+    """Whether the command line asks for a Dask cluster."""
+    return (
+        getattr(args, "scheduler", None) is not None
+        or getattr(args, "workers", None) is not None
+    )
+
+
+@contextlib.contextmanager
+def _client(args):
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise SystemExit(
+            "--scheduler and --workers need dask: pip install 'fdaimpute[dask]'"
+        ) from None
+    if args.scheduler is not None and args.workers is not None:
+        raise SystemExit("give --scheduler (a running cluster) or --workers, not both")
+    if args.scheduler is not None:
+        try:
+            client = Client(args.scheduler, timeout="30s")
+        except (OSError, TimeoutError) as exc:
+            raise SystemExit(
+                f"cannot reach the Dask scheduler at {args.scheduler}: {exc}"
+            ) from None
+        with client:
+            yield client
+        return
+    if args.workers < 1:
+        raise SystemExit(f"--workers must be at least 1, got {args.workers}")
+    cluster = LocalCluster(
+        n_workers=args.workers, threads_per_worker=1, dashboard_address=":0"
+    )
+    with cluster, Client(cluster) as client:
+        yield client
+
+
+def read_frame(path, names):
+    """The long table at ``path`` as a Dask DataFrame, ids as text."""
+    import dask.dataframe as dd
+
+    from fdaimpute._io.parquet import is_parquet
+
+    id_name = names[0]
+    if is_parquet(path):
+        frame = dd.read_parquet(path, columns=list(names))
+        if frame[id_name].dtype.kind in "iub":  # as read_parquet reads them
+            frame[id_name] = frame[id_name].astype(str)
+        return frame
+    return dd.read_csv(path, usecols=list(names), dtype={id_name: str})
+
+
+def fit_on_cluster(args, est, names):
+    """Fit ``est`` (PACE) on the input on a Dask cluster; return the seconds."""
+    from fdaimpute.cli import _cli_message
+
+    if args.method != "pace":
+        raise SystemExit(
+            f"--scheduler and --workers fit pace only, not {args.method}; "
+            "use --method pace"
+        )
+    grid = args.grid
+    est.set_params(grid=int(grid) if grid.isdigit() else _explicit_grid(grid))
+    with _client(args):
+        where = args.scheduler or f"a local cluster of {args.workers} worker(s)"
+        print(f"Fitting pace on {where}", file=sys.stderr)
+        start = time.perf_counter()
+        try:
+            frame = read_frame(args.input, names)
+            est.fit_dask(frame, *names, duplicates=args.duplicates)
+        except (ValueError, TypeError, OSError, ArithmeticError) as exc:
+            raise SystemExit(
+                f"pace on {args.input}: {_cli_message(str(exc))}"
+            ) from None
+    print(
+        f"Fitted pace on {est.n_subjects_fit_} subjects in "
+        f"{time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+    )
+
+
+def _explicit_grid(text):
+    from fdaimpute.cli import _parse_grid
+
+    return _parse_grid(text, (0.0, 1.0))  # start:stop:points needs no range

@@ -1,0 +1,320 @@
+"""``fdaimpute fit``, imputation with a saved model, and the options both share."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+
+from fdaimpute._cli.cluster import add_cluster_options, fit_on_cluster, wants_cluster
+
+__all__ = [
+    "add_data_options",
+    "add_fit_command",
+    "add_method_options",
+    "impute_with_model",
+]
+
+# Set by torchrun (and other launchers) in every process they start.
+_WORLD_SIZE = "WORLD_SIZE"
+# Seconds to wait for the other processes before giving up.
+_TIMEOUT = "FDAIMPUTE_RENDEZVOUS_TIMEOUT"
+
+
+def add_data_options(parser):
+    """Column names of the long CSV and what to do with repeated times."""
+    saved = " or, with --model, the model's"
+    parser.add_argument(
+        "--id", help=f"subject column (default id{saved}); ids are read as text"
+    )
+    parser.add_argument("--time", help=f"time column (default time{saved})")
+    parser.add_argument("--value", help=f"value column (default value{saved})")
+    parser.add_argument(
+        "--duplicates",
+        choices=["raise", "average"],
+        default="raise",
+        help="what to do with repeated times within a subject: raise an error "
+        "(default) or average their values",
+    )
+
+
+def add_method_options(parser):
+    """A method's settings: --param, --params-file, --extrapolate, --seed."""
+    parser.add_argument(
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a setting of the method, e.g. --param bandwidth=0.1; repeat for "
+        "several; values are read as JSON (numbers, true, null, lists) or else "
+        "as text",
+    )
+    parser.add_argument(
+        "--params-file",
+        metavar="FILE",
+        help="JSON file (YAML if it ends in .yaml/.yml and PyYAML is installed) "
+        "mapping parameter names to values; --param entries override it",
+    )
+    parser.add_argument(
+        "--extrapolate",
+        action="store_true",
+        help="allow a grid beyond the observed time range",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def add_fit_command(sub):
+    """The ``fit`` subcommand and its options."""
+    fit = sub.add_parser(
+        "fit",
+        help="fit an imputer on a long CSV file and save it",
+        description="Read a long CSV (one row per observation), fit an imputer on "
+        "all subjects and save it, to impute this or other files later with "
+        "'fdaimpute impute FILE --model MODEL'. Under torchrun (WORLD_SIZE > 1) "
+        "vt and sand train across the processes; a process whose peers do not "
+        "join within FDAIMPUTE_RENDEZVOUS_TIMEOUT seconds (default 60) stops "
+        "with a message.",
+    )
+    fit.add_argument("input", help="CSV with one row per observation")
+    fit.add_argument(
+        "--save",
+        required=True,
+        metavar="FILE",
+        help="model file (refused if it exists, unless --force); it keeps the "
+        "column names for 'fdaimpute impute --model'",
+    )
+    fit.add_argument(
+        "--force", action="store_true", help="replace the model file if it exists"
+    )
+    fit.add_argument(
+        "--method",
+        default="auto",
+        help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt or sand, in any "
+        "case (default auto: the best of pace, face, mfpca and kernel on held-out "
+        "points)",
+    )
+    fit.add_argument(
+        "--grid",
+        default="101",
+        help="the model's output grid: a number of points over the observed "
+        "range (default 101) or start:stop:points",
+    )
+    fit.add_argument(
+        "--epochs", type=int, help="training epochs (vt and sand: max_epochs)"
+    )
+    fit.add_argument(
+        "--device", help="where to train (vt and sand): auto, cpu, cuda, cuda:1"
+    )
+    add_data_options(fit)
+    add_method_options(fit)
+    add_cluster_options(fit)
+    fit.set_defaults(func=_fit)
+
+
+def _world_size():
+    world = os.environ.get(_WORLD_SIZE, "1")
+    return int(world) if world.isdigit() else 1
+
+
+def _join_process_group(est, method):
+    """Under a launcher with several processes: join its group; return the rank.
+
+    The neural imputers train on every rank together: gloo on CPUs; on GPUs
+    rank ``r`` of a machine takes GPU ``r`` modulo their number, with NCCL
+    where each process has a GPU of its own and gloo where processes share
+    one (NCCL refuses two ranks on one GPU). The other methods have nothing
+    to share between processes and are refused.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if "max_epochs" not in est.get_params():
+        raise SystemExit(
+            f"{method} does not train across processes; run it as one process "
+            "(only vt and sand use torchrun's processes)"
+        )
+    device = str(est.get_params().get("device", "auto"))
+    cuda = torch.cuda.is_available() and device != "cpu"
+    backend = "gloo"
+    if cuda:
+        gpus = torch.cuda.device_count()
+        local = int(os.environ.get("LOCAL_RANK", "0")) % gpus
+        torch.cuda.set_device(local)
+        est.set_params(device=f"cuda:{local}")
+        per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", _world_size()))
+        backend = "nccl" if per_machine <= gpus else "gloo"
+    with rendezvous_deadline():
+        dist.init_process_group(backend=backend)
+    return dist.get_rank()
+
+
+@contextlib.contextmanager
+def rendezvous_deadline():
+    """Exit with a message when the process group cannot be joined in time.
+
+    A launcher's variables without the other processes (a stray
+    ``WORLD_SIZE=2``) would make ``init_process_group`` wait for peers that
+    never come, for torch's 30 minutes. After
+    ``FDAIMPUTE_RENDEZVOUS_TIMEOUT`` seconds (default 60) this prints why
+    and exits; errors of the launcher's variables (no ``RANK``, no
+    ``MASTER_ADDR``) become the same kind of message at once.
+    """
+    seconds = _rendezvous_timeout()
+    where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    advice = (
+        f"{_WORLD_SIZE}={os.environ.get(_WORLD_SIZE)} is set, so this process "
+        "waits for the others of a torchrun launch; unset it to fit in one "
+        "process, or start every process with torchrun"
+    )
+
+    def give_up():
+        print(
+            f"fdaimpute: no other process joined at {where} within {seconds:g} s "
+            f"(FDAIMPUTE_RENDEZVOUS_TIMEOUT): {advice}",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(1)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except (ValueError, RuntimeError) as exc:
+        raise SystemExit(f"cannot join the process group ({exc}): {advice}") from None
+    finally:
+        timer.cancel()
+
+
+def _rendezvous_timeout():
+    text = os.environ.get(_TIMEOUT, "60")
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise SystemExit(
+            f"{_TIMEOUT} must be a number of seconds, got {text!r}"
+        ) from None
+    if not seconds > 0:
+        raise SystemExit(f"{_TIMEOUT} must be positive, got {text!r}")
+    return seconds
+
+
+def _fit(args):
+    from fdaimpute._cli.output import check_target
+    from fdaimpute.cli import (
+        _cli_message,
+        _estimator,
+        _parse_grid,
+        _read_data,
+        column_names,
+        method_name,
+    )
+
+    args.method = method_name(args.method)
+    est = _estimator(args, args.method)
+    extra = {"max_epochs": args.epochs, "device": args.device}
+    for name, value in extra.items():
+        if value is None:
+            continue
+        if name not in est.get_params():
+            flag = "--epochs" if name == "max_epochs" else "--device"
+            raise SystemExit(f"{flag} applies to vt and sand, not {args.method}")
+        est.set_params(**{name: value})
+    check_target(args.save, "--save", [args.input], args.force)
+    names = column_names(args)
+    if wants_cluster(args):
+        fit_on_cluster(args, est, names)
+        return _save_model(est, args, names)
+    data = _read_data(args, names)
+    est.set_params(grid=_parse_grid(args.grid, data.time_range))
+    rank = _join_process_group(est, args.method) if _world_size() > 1 else 0
+    start = time.perf_counter()
+    try:
+        est.fit(data)
+    except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
+        raise SystemExit(f"{args.method}: {_cli_message(str(exc))}") from None
+    finally:
+        if _world_size() > 1:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+    if rank != 0:
+        return 0
+    print(
+        f"Fitted {args.method} on {len(data)} subjects in "
+        f"{time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+    )
+    return _save_model(est, args, names)
+
+
+def _save_model(est, args, names):
+    """Save the fitted ``est`` to ``--save`` with the input's column names."""
+    from fdaimpute.persistence import save
+
+    columns = dict(zip(("id", "time", "value"), names))
+    try:
+        save(est, args.save, metadata=columns, overwrite=args.force)
+    except FileExistsError:
+        raise SystemExit(
+            f"--save {args.save} exists; pass --force to replace it"
+        ) from None
+    except OSError as exc:
+        raise SystemExit(f"cannot write {args.save}: {exc}") from None
+    print(f"Saved {args.save}", file=sys.stderr)
+    return 0
+
+
+def _load(path, trust):
+    """The fitted imputer of a model file and the columns it was fitted with."""
+    from fdaimpute.persistence import load, read_header
+
+    try:
+        header = read_header(path)
+        est = load(path, allow_pickle=trust)
+    except (ValueError, TypeError, OSError) as exc:
+        message = str(exc).replace(
+            "load(path, allow_pickle=True), or --trust-model on the command line",
+            "--trust-model",
+        )
+        raise SystemExit(f"cannot load model {path}: {message}") from None
+    if not hasattr(est, "grid_"):
+        raise SystemExit(
+            f"{path} holds an unfitted {type(est).__name__}; fit it before saving"
+        )
+    return est, header.get("metadata") or {}
+
+
+def impute_with_model(args):
+    """``fdaimpute impute FILE --model MODEL``: transform with a saved imputer."""
+    from fdaimpute._cli.output import check_room, check_target
+    from fdaimpute.cli import (
+        _METHOD_OF_CLASS,
+        _parse_grid,
+        _read_data,
+        column_names,
+        write_output,
+    )
+
+    if args.method is not None:
+        raise SystemExit("give --method (fit on the input) or --model, not both")
+    if args.param or args.params_file:
+        raise SystemExit(
+            "--param and --params-file set a method before fitting; a saved "
+            "model is already fitted"
+        )
+    check_target(args.output, "-o", [args.input, args.model], args.force)
+    est, saved = _load(args.model, args.trust_model)
+    name = _METHOD_OF_CLASS.get(type(est).__name__, type(est).__name__)
+    names = column_names(args, saved)
+    data = _read_data(args, names)
+    grid = est.grid_ if args.grid is None else _parse_grid(args.grid, est.time_range_)
+    check_room(args.output, len(data), grid.size, 2 if args.std else 1)
+    if args.extrapolate and hasattr(est, "extrapolate"):
+        est.set_params(extrapolate=True)
+    start = time.perf_counter()
+    label = f"the {name} model {args.model}"
+    return write_output(args, data, grid, est, label, start, names)

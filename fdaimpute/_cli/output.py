@@ -1,0 +1,193 @@
+"""The command line's output files: checked before any work, written safely.
+
+:func:`check_target` refuses, before anything is read or fitted, an
+output that would replace a file (without ``--force``), overwrite an input,
+or go into a missing or read-only folder. :func:`write_curves` imputes and
+writes a block of subjects at a time into a temporary file beside the
+target, renamed into place at the end: a failure (a full disk, no memory)
+leaves no partial file, and the output is never held in memory whole.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+
+from fdaimpute._core.blocks import (
+    check_output_fits,
+    format_bytes,
+    subject_blocks,
+)
+from fdaimpute._core.timing import phase
+from fdaimpute._io.csv_text import long_rows, wide_rows
+from fdaimpute._io.files import atomic_write
+from fdaimpute._io.parquet import (
+    curve_table,
+    is_parquet,
+    require_pyarrow,
+    write_curve_blocks,
+)
+
+__all__ = ["check_room", "check_target", "write_curves"]
+
+# The fewest bytes a value takes in the CSV ("0.5,"): a lower bound of the
+# output's size, so that a refusal for want of disk space is never wrong.
+_MIN_BYTES_PER_VALUE = 4
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_target(path, flag, inputs, force):
+    """Exit with the reason if ``path`` cannot be written as ``flag``'s output.
+
+    Parameters
+    ----------
+    path : str
+        The output file.
+    flag : str
+        The option naming it (``-o``, ``--save``), for the messages.
+    inputs : list of str
+        Files the command reads: never overwritten, even with ``--force``.
+    force : bool
+        Whether an existing ``path`` may be replaced.
+    """
+    for name in inputs:
+        if name is not None and _same_file(path, name):
+            raise SystemExit(
+                f"{flag} {path} is also an input of this command; write the "
+                "output to another file"
+            )
+    if os.path.isdir(path):
+        raise SystemExit(f"{flag} {path} is a folder; give a file name")
+    if is_parquet(path):
+        try:
+            require_pyarrow("writing Parquet")
+        except ImportError as exc:
+            raise SystemExit(f"{flag} {path}: {exc}") from None
+    if os.path.lexists(path) and not force:
+        raise SystemExit(f"{flag} {path} exists; pass --force to replace it")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise SystemExit(
+            f"cannot write {flag} {path}: the folder {folder} does not exist; "
+            "create it first"
+        )
+    if not os.access(folder, os.W_OK):
+        raise SystemExit(
+            f"cannot write {flag} {path}: the folder {folder} is read-only"
+        )
+
+
+def check_room(path, n_subjects, n_grid, n_arrays):
+    """Exit before any work if the output cannot fit on disk or one row in memory."""
+    try:
+        check_output_fits(1, n_grid, n_arrays, what="output grid")
+    except ValueError:
+        need = 8 * n_grid * n_arrays
+        raise SystemExit(
+            f"--grid: one subject's output of {n_grid:,} grid times needs "
+            f"{format_bytes(need)} of memory, more than is available; give a "
+            "coarser grid"
+        ) from None
+    least = _MIN_BYTES_PER_VALUE * n_subjects * n_grid * n_arrays
+    folder = os.path.dirname(os.path.abspath(path))
+    free = shutil.disk_usage(folder).free
+    if least > free:
+        raise SystemExit(
+            f"-o {path}: {n_subjects:,} subjects x {n_grid:,} grid times would take "
+            f"at least {format_bytes(least)}, more than the {format_bytes(free)} "
+            f"free in {folder}; give a coarser --grid or another folder"
+        )
+
+
+def _wide_text(ids, grid, curves, std, id_name, header):
+    names = [f"t={t:.10g}" for t in grid]
+    if std is not None:
+        names += [f"std({n})" for n in names]
+        curves = np.concatenate([curves, std], axis=1)
+    return wide_rows(ids, curves, [id_name, *names] if header else None)
+
+
+def _long_text(ids, grid, curves, std, names, header):
+    id_name, time_name, value_name = names
+    columns, head = [curves], [id_name, time_name, value_name]
+    if std is not None:
+        columns.append(std)
+        head.append("std" if "std" not in names else f"{value_name}_std")
+    return long_rows(ids, grid, columns, head if header else None)
+
+
+def write_curves(path, data, grid, impute, layout, names, with_std, force):
+    """Impute ``data`` a block of subjects at a time and write the CSV.
+
+    A ``path`` ending in ``.parquet`` gets a Parquet file of the same columns
+    (one row group per block; needs ``pyarrow``).
+
+    Parameters
+    ----------
+    path : str
+        The output file, written through a temporary file beside it.
+    data : IrregularData
+        The subjects, written in their order with their ids.
+    grid : ndarray
+        Output times.
+    impute : callable
+        ``impute(part)`` returns the curves of the IrregularData ``part``
+        (and their standard deviations when ``with_std``).
+    layout : {"wide", "long"}
+        One row per subject, or per subject and grid time.
+    names : tuple of str
+        The input's id, time and value column names.
+    with_std : bool
+        Whether ``impute`` returns standard deviations too.
+    force : bool
+        Replace an existing file.
+    """
+    width = grid.size * (2 if with_std else 1)
+    parquet = is_parquet(path)
+
+    def blocks():
+        for lo, hi in subject_blocks(data.offsets, width):
+            part = data.take(np.arange(lo, hi))
+            with phase("transform"):
+                out = impute(part)
+            yield (part.ids, *(out if with_std else (out, None)))
+
+    def chunks():
+        for number, (ids, curves, std) in enumerate(blocks()):
+            header = number == 0
+            with phase("write"):
+                if layout == "long":
+                    text = _long_text(ids, grid, curves, std, names, header)
+                else:
+                    text = _wide_text(ids, grid, curves, std, names[0], header)
+                data_bytes = text.encode()
+            yield data_bytes
+
+    def tables():
+        for ids, curves, std in blocks():
+            with phase("write"):
+                table = curve_table(ids, grid, curves, std, layout, names)
+            yield table
+
+    try:
+        if parquet:
+            write_curve_blocks(path, tables(), overwrite=force)
+        else:
+            atomic_write(path, chunks(), overwrite=force)
+    except FileExistsError:
+        raise SystemExit(f"-o {path} exists; pass --force to replace it") from None
+    except OSError as exc:
+        raise SystemExit(f"cannot write {path}: {exc}") from None
+    except MemoryError:
+        raise SystemExit(
+            f"ran out of memory while writing {path} (nothing was written); "
+            "give a coarser --grid"
+        ) from None

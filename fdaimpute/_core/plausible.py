@@ -1,0 +1,144 @@
+"""Warnings for curves a user should not trust: far outside the data, or imputed
+from observations beyond the training range."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from fdaimpute._core.ids import subject_label
+
+#: A curve may leave the training values' range by this share of it.
+WIDEN = 0.5
+#: New subjects may be observed this share of the training range beyond it.
+OBSERVATION_SLACK = 0.1
+
+
+def value_range(values):
+    """``(min, max)`` of the training values, as floats."""
+    return float(np.min(values)), float(np.max(values))
+
+
+def warn_implausible(curves, data, grid, time_range, values_range, name):
+    """Warn, naming subjects, when a curve leaves the widened range of the data.
+
+    Inside the training time range, every curve should stay within the
+    training values' range widened by ``WIDEN`` of it on each side, or
+    within the subject's own observations widened the same way where they
+    reach farther (the data then say so).
+
+    Parameters
+    ----------
+    curves : ndarray of shape (n_subjects, n_grid)
+    data : IrregularData
+        The subjects imputed.
+    grid : ndarray of shape (n_grid,)
+    time_range : tuple of float
+        Training time range.
+    values_range : tuple of float or None
+        Training values' range (None: no check, e.g. an old model file).
+    name : str
+        The imputer's class name, for the message.
+    """
+    found = _outside(curves, data, grid, time_range, values_range)
+    if found is None:
+        return
+    rows, bad, part, low, high, inside = found
+    i = int(rows[0])
+    col = int(np.flatnonzero(bad[i])[0])
+    others = f" and {rows.size - 1} other subject(s)" if rows.size > 1 else ""
+    warnings.warn(
+        f"{name}: the imputed curve of {subject_label(data.ids, i)}{others} "
+        f"leaves the training data's range widened by half of it "
+        f"([{low[i]:.4g}, {high[i]:.4g}]) inside the observed time range "
+        f"({part[i, col]:.4g} at time {grid[inside][col]:.4g}); do not trust "
+        "it as it is: check that subject's observations, or use a model that "
+        "follows single observations less closely (AutoImputer chooses one on "
+        "held-out points; for PACE fewer n_components or a wider bandwidth_cov)",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def allow_observations_near_range(data, time_range):
+    """Warn about new subjects observed a little beyond the training range.
+
+    Observations up to ``OBSERVATION_SLACK`` of the range beyond it are used
+    as they are (as in cross-validation, where a test subject's last visit
+    can come after every training subject's); the warning says how far.
+
+    Returns
+    -------
+    bool
+        Whether every observation lies within that slack (else the caller
+        refuses them as before).
+    """
+    lo, hi = time_range
+    slack = OBSERVATION_SLACK * (hi - lo)
+    below = data.times < lo
+    above = data.times > hi
+    if not (below.any() or above.any()):
+        return True
+    if data.times.min() < lo - slack or data.times.max() > hi + slack:
+        return False
+    beyond = np.maximum(lo - data.times, data.times - hi)
+    j = int(np.argmax(beyond))
+    i = int(data.subject_index[j])
+    n_subjects = np.unique(data.subject_index[below | above]).size
+    others = f" (and {n_subjects - 1} other subject(s))" if n_subjects > 1 else ""
+    warnings.warn(
+        f"{subject_label(data.ids, i)}{others} is observed at time "
+        f"{data.times[j]:g}, {beyond[j]:.3g} beyond the training range "
+        f"[{lo:g}, {hi:g}] ({100 * beyond[j] / (hi - lo):.1f}% of its length); "
+        "those observations are used as they are. Queries beyond the range "
+        "still need extrapolate=True or 'clip'",
+        UserWarning,
+        stacklevel=4,
+    )
+    return True
+
+
+def implausible_rows(curves, data, grid, time_range, values_range):
+    """Rows of ``curves`` that :func:`warn_implausible` would warn about.
+
+    Parameters are those of :func:`warn_implausible` (``name`` aside).
+
+    Returns
+    -------
+    ndarray of int
+        The subjects' positions, in order (empty when every curve is plausible).
+    """
+    found = _outside(curves, data, grid, time_range, values_range)
+    return np.zeros(0, dtype=int) if found is None else found[0]
+
+
+def _outside(curves, data, grid, time_range, values_range):
+    """Where curves leave the widened range (None when none does or no check).
+
+    Returns the offending rows, the mask of offending points inside the time
+    range, those columns of ``curves``, each subject's lower and upper bound,
+    and the mask of grid points inside the time range.
+    """
+    if values_range is None or curves.size == 0:
+        return None
+    inside = (grid >= time_range[0]) & (grid <= time_range[1])
+    if not inside.any():
+        return None
+    lo, hi = values_range
+    counts = data.n_obs
+    has = counts > 0
+    own_lo = np.full(len(data), lo)
+    own_hi = np.full(len(data), hi)
+    if has.any():
+        starts = data.offsets[:-1][has]
+        own_lo[has] = np.minimum(lo, np.minimum.reduceat(data.values, starts))
+        own_hi[has] = np.maximum(hi, np.maximum.reduceat(data.values, starts))
+    half = WIDEN * (own_hi - own_lo)
+    part = curves[:, inside]
+    low, high = own_lo - half, own_hi + half
+    bad = (part < low[:, None]) | (part > high[:, None])
+    rows = np.flatnonzero(bad.any(axis=1))
+    if not rows.size:
+        return None
+    return rows, bad, part, low, high, inside

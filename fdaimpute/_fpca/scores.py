@@ -1,0 +1,319 @@
+"""Scores by conditional expectation (the best linear predictor), and their likelihood.
+
+The oracle (:class:`fdaimpute.oracle.ConditionalMean`) uses the same
+:func:`posterior_scores` with the true eigenpairs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fdaimpute._numerics.linalg import chunks_by_count, group_by_count, run_tasks
+
+
+def posterior_scores(
+    resid,
+    basis,
+    offsets,
+    lam,
+    sigma2,
+    *,
+    n_scores=None,
+    with_cov=False,
+    time_index=None,
+    woodbury=True,
+    rest_basis=None,
+):
+    """Conditional expectation of the scores, batched by number of observations.
+
+    ``Sigma_i = Phi_i Lambda Phi_i^T + sigma2 I`` uses all ``len(lam)``
+    components; scores (and their covariance) are returned for the first
+    ``n_scores`` of them.
+
+    Parameters
+    ----------
+    resid : ndarray of shape (n_obs,)
+        ``y - mu(t)`` of every observation.
+    basis : ndarray of shape (n_obs, p) or (n_times, p)
+        Eigenfunctions at the observation times, or at the distinct times
+        when ``time_index`` is given.
+    offsets : ndarray of shape (n_subjects + 1,)
+        CSR offsets.
+    lam : ndarray of shape (p,)
+        Eigenvalues.
+    sigma2 : float
+        Measurement-error variance.
+    n_scores : int, default=None
+        Number of leading scores to return (default ``p``).
+    with_cov : bool, default=False
+        Also return the posterior covariance of the returned scores.
+    time_index : ndarray of shape (n_obs,), default=None
+        Row of ``basis`` of each observation. With few distinct times each
+        ``Sigma_i`` is then gathered from one precomputed matrix.
+    woodbury : bool, default=True
+        For subjects with more observations than components (and
+        ``sigma2 > 0``), solve the ``p x p`` system of the Woodbury identity
+        instead of the ``n_i x n_i`` one: faster, equal up to rounding.
+    rest_basis : ndarray of shape (n_obs or n_times, J), default=None
+        With ``with_cov``: further eigenfunctions ``Psi`` (rows as
+        ``basis``) that the predictor leaves out; then also return
+        ``Psi_i^T Sigma_i^{-1} Phi_i Lambda`` for the returned scores, from
+        which :func:`truncated_error_variance` adds what they contribute
+        to the error.
+
+    Returns
+    -------
+    mean : ndarray of shape (n_subjects, n_scores)
+    cov : ndarray of shape (n_subjects, n_scores, n_scores)
+        Only when ``with_cov``.
+    cross : ndarray of shape (n_subjects, J, n_scores)
+        Only when ``rest_basis`` is given.
+    """
+    p = lam.size
+    q = p if n_scores is None else int(n_scores)
+    n = offsets.size - 1
+    mean = np.zeros((n, q))
+    cov = np.zeros((n, q, q)) if with_cov else None
+    if with_cov:
+        cov[:] = np.diag(lam[:q])
+    cross = None
+    if rest_basis is not None:
+        cross = np.zeros((n, rest_basis.shape[1], q))
+    full = None
+    if time_index is not None:
+        full = (basis * lam) @ basis.T
+    for rows, obs in group_by_count(offsets):
+        ti = obs if time_index is None else time_index[obs]
+        b = basis[ti]  # (g, m, p)
+        r = resid[obs]  # (g, m)
+        m = obs.shape[1]
+        if woodbury and m > p and sigma2 > 0:
+            # Woodbury: (Phi^T Phi + sigma2 Lambda^-1)^-1 Phi^T r, p x p systems
+            a = np.swapaxes(b, 1, 2) @ b
+            a[:, np.arange(p), np.arange(p)] += sigma2 / lam
+            rhs = np.einsum("gmp,gm->gp", b, r)[..., None]
+            if with_cov:
+                eye = np.broadcast_to(np.eye(p), a.shape)
+                rhs = np.concatenate([rhs, eye], axis=2)
+            sol = np.linalg.solve(a, rhs)
+            mean[rows] = sol[:, :q, 0]
+            if with_cov:
+                cov[rows] = sigma2 * sol[:, :q, 1 : q + 1]
+            if cross is not None:
+                # Sigma^-1 Phi Lambda = Phi (Phi^T Phi + sigma2 Lambda^-1)^-1
+                weights = b @ sol[:, :, 1 : q + 1]
+                cross[rows] = np.swapaxes(rest_basis[ti], 1, 2) @ weights
+            continue
+        if full is None:
+            sigma = (b * lam) @ np.swapaxes(b, 1, 2)
+        else:
+            sigma = full[ti[:, :, None], ti[:, None, :]]
+        trace = np.trace(sigma, axis1=1, axis2=2).max() if len(rows) else 0.0
+        jitter = max(sigma2, 1e-10 * max(trace, 1e-300) / m)
+        sigma[:, np.arange(m), np.arange(m)] += jitter
+        blq = b[..., :q] * lam[:q]
+        rhs = np.concatenate([r[..., None], blq], axis=2) if with_cov else r[..., None]
+        sol = np.linalg.solve(sigma, rhs)
+        mean[rows] = np.einsum("gmp,gm->gp", blq, sol[..., 0])
+        if with_cov:
+            cov[rows] = np.diag(lam[:q]) - np.swapaxes(blq, 1, 2) @ sol[..., 1:]
+        if cross is not None:
+            cross[rows] = np.swapaxes(rest_basis[ti], 1, 2) @ sol[..., 1:]
+    if cross is not None:
+        return mean, cov, cross
+    if with_cov:
+        return mean, cov
+    return mean
+
+
+def truncated_error_variance(basis, rest, cov, cross, rest_lam):
+    """Pointwise error variance of a predictor that leaves components out.
+
+    The curve is ``Phi xi + Psi eta`` with ``Cov(eta) = diag(rest_lam)``,
+    and the scores ``xi`` are predicted from a model without ``eta`` (which
+    is predicted as zero). The prediction error's variance at a time with
+    basis rows ``phi``, ``psi`` is ``phi^T (C + Q^T M Q) phi
+    - 2 phi^T Q^T M psi + psi^T M psi``, with ``C`` the model's posterior
+    covariance of ``xi``, ``M = diag(rest_lam)`` and ``Q = Psi_i^T
+    Sigma_i^{-1} Phi_i Lambda`` (``cross``): the left-out components act as
+    extra noise on the observations, are correlated with the scores'
+    error, and are missing from the curve.
+
+    Parameters
+    ----------
+    basis : ndarray of shape (G, K)
+        The predictor's eigenfunctions at the output times.
+    rest : ndarray of shape (G, J)
+        The left-out eigenfunctions there.
+    cov : ndarray of shape (n, K, K)
+        Posterior covariance of the scores under the predictor's model.
+    cross : ndarray of shape (n, J, K)
+        ``Q`` of each subject (from :func:`posterior_scores`).
+    rest_lam : ndarray of shape (J,)
+        The left-out eigenvalues.
+
+    Returns
+    -------
+    ndarray of shape (n, G)
+    """
+    weighted = cross * rest_lam[:, None]  # M Q
+    inner = cov + np.swapaxes(cross, 1, 2) @ weighted
+    var = np.einsum("gk,nkl,gl->ng", basis, inner, basis)
+    var -= 2.0 * np.einsum(
+        "ngj,gj->ng", np.einsum("gk,njk->ngj", basis, weighted), rest
+    )
+    var += (rest**2) @ rest_lam
+    return var
+
+
+def cumulative_predictions(
+    resid_fit, basis_fit, offsets_fit, basis_new, offsets_new, lam, sigma2
+):
+    """Predictions at held-out times for every number of components at once.
+
+    For subject ``i`` with visible residuals ``r`` at basis rows ``Phi`` and
+    held-out basis rows ``Phi_h``, the prediction with the first ``K``
+    components is ``Phi_h[:, :K] (Phi[:, :K]^T Phi[:, :K] + sigma2
+    Lambda_K^-1)^-1 Phi[:, :K]^T r``. With ``L`` the Cholesky factor of the
+    full ``p x p`` matrix, the ``K``-component system has factor
+    ``L[:K, :K]``, so all ``K = 1..p`` predictions are the cumulative sums
+    over ``k`` of ``(L^-1 Phi_h^T)[k] (L^-1 Phi^T r)[k]``.
+
+    Returns
+    -------
+    ndarray of shape (n_new_obs, p)
+        Column ``K - 1``: the prediction (minus the mean) with ``K`` components.
+    """
+    p = lam.size
+    out = np.zeros((basis_new.shape[0], p))
+    counts_new = np.diff(offsets_new)
+    ridge = sigma2 / lam
+    # the observation-space recursion divides by sigma2: only where the
+    # noise is not negligible against the leading eigenvalue
+    noisy = p > 0 and sigma2 > OBSERVATION_SPACE_MIN_NOISE * lam.max()
+    few = np.diff(offsets_fit) * OBSERVATION_SPACE_RATIO <= p
+    few &= noisy
+
+    def predict_few(rows, obs):
+        new = (basis_new, offsets_new[rows], counts_new[rows])
+        _predict_in_observation_space(
+            resid_fit[obs], basis_fit[obs], new, lam, sigma2, out
+        )
+
+    def predict(rows, obs):
+        # each task writes the rows of its own subjects only
+        b = basis_fit[obs]
+        a = np.swapaxes(b, 1, 2) @ b
+        jitter = 1e-10 * np.trace(a, axis1=1, axis2=2)[:, None] / p
+        a[:, np.arange(p), np.arange(p)] += ridge + jitter
+        chol = np.linalg.cholesky(a)
+        rhs_r = np.einsum("gmp,gm->gp", b, resid_fit[obs])
+        sub_counts = counts_new[rows]
+        for m_new in np.unique(sub_counts):
+            if m_new == 0:
+                continue
+            sel = np.flatnonzero(sub_counts == m_new)
+            idx = offsets_new[rows[sel]][:, None] + np.arange(m_new)
+            rhs = np.concatenate(
+                [rhs_r[sel][..., None], np.swapaxes(basis_new[idx], 1, 2)], axis=2
+            )
+            sol = _forward_substitution(chol[sel], rhs)  # L^-1 [Phi^T r, Phi_h^T]
+            contrib = np.swapaxes(sol[..., 1:], 1, 2) * sol[:, None, :, 0]
+            out[idx] = np.cumsum(contrib, axis=2)
+
+    # (``few`` depends on the count alone: a group is wholly in or out)
+    size = OBSERVATION_SPACE_CHUNK
+    run_tasks(
+        predict_few,
+        [c for c in chunks_by_count(offsets_fit, size) if few[c[0][0]]],
+    )
+    run_tasks(predict, [c for c in chunks_by_count(offsets_fit) if not few[c[0][0]]])
+    return out
+
+
+#: The held-out predictions of every ``K`` come from the recursion in
+#: observation space for subjects with ``m`` visible points when ``m`` times
+#: this is at most ``p`` (it costs ``p m^2`` per subject against the ``p^3 / 3``
+#: of the ``p x p`` Cholesky factor; on 3,000 subjects with ``p = 50`` it is
+#: 3.7 times faster at ``m = 3``, 1.5 times at ``m = 8``, slower from ``m = 12``).
+OBSERVATION_SPACE_RATIO = 5
+#: Least ``sigma2 / lambda_1`` for that recursion (it starts from
+#: ``I / sigma2``; below this, rounding could grow with ``lambda_1 / sigma2``).
+OBSERVATION_SPACE_MIN_NOISE = 1e-6
+#: Subjects per task of that recursion.
+OBSERVATION_SPACE_CHUNK = 1024
+
+
+def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
+    """:func:`cumulative_predictions` of subjects with ``m`` visible points each.
+
+    With ``K`` components the prediction at a hidden time with basis row
+    ``phi_h`` is ``w_K^T S_K^{-1} r``, where ``S_K = sigma2 I + sum_{k<=K}
+    lambda_k beta_k beta_k^T`` (``beta_k``: the subject's column ``k`` of
+    the basis at its ``m`` visible times) and ``w_K = sum_{k<=K} lambda_k
+    phi_h[k] beta_k``. ``S_K^{-1}`` follows from ``S_{K-1}^{-1}`` by the
+    Sherman-Morrison formula: ``p`` updates of ``m x m`` matrices instead of
+    a ``p x p`` factorisation per subject.
+
+    Parameters
+    ----------
+    resid : ndarray of shape (g, m)
+        Visible residuals of ``g`` subjects.
+    basis : ndarray of shape (g, m, p)
+        Their basis rows.
+    hidden : tuple
+        ``(basis_new, starts_new, counts_new)``: the basis rows of all hidden
+        points (``(n_new_obs, p)``), where each of these subjects' hidden
+        points start there and how many there are (``(g,)`` each).
+    lam : ndarray of shape (p,)
+    sigma2 : float
+    out : ndarray of shape (n_new_obs, p)
+        Written at the rows of these subjects' hidden points.
+    """
+    basis_new, starts_new, counts_new = hidden
+    g, m, p = basis.shape
+    inverse = np.broadcast_to(np.eye(m) / sigma2, (g, m, m)).copy()
+    solved = resid / sigma2  # S_K^{-1} r
+    z = np.empty((g, p, m))
+    for k in range(p):
+        beta = basis[:, :, k]
+        u = np.einsum("gij,gj->gi", inverse, beta)
+        denom = 1.0 / lam[k] + np.einsum("gi,gi->g", beta, u)
+        inverse -= u[:, :, None] * (u / denom[:, None])[:, None, :]
+        solved = solved - u * (np.einsum("gi,gi->g", u, resid) / denom)[:, None]
+        z[:, k] = solved
+    weighted = np.swapaxes(basis, 1, 2) * lam[:, None]  # lambda_k beta_k, (g, p, m)
+    for m_new in np.unique(counts_new):
+        if m_new == 0:
+            continue
+        sel = np.flatnonzero(counts_new == m_new)
+        idx = starts_new[sel][:, None] + np.arange(m_new)
+        phi = basis_new[idx]  # (s, m_new, p)
+        w = np.cumsum(phi[..., None] * weighted[sel][:, None], axis=2)
+        out[idx] = np.einsum("shkm,skm->shk", w, z[sel])
+
+
+def _forward_substitution(chol, rhs):
+    """Solve ``L x = rhs`` for a batch of lower-triangular ``L``, row by row."""
+    out = np.empty_like(rhs)
+    for j in range(chol.shape[1]):
+        acc = rhs[:, j]
+        if j:
+            acc = acc - np.einsum("gk,gkc->gc", chol[:, j, :j], out[:, :j])
+        out[:, j] = acc / chol[:, j, j, None]
+    return out
+
+
+def neg2_loglik(resid, basis, offsets, lam, sigma2):
+    """Minus twice the Gaussian log-likelihood (without 2 pi), as fdapace's AIC/BIC."""
+    total = 0.0
+    for _, obs in group_by_count(offsets):
+        b = basis[obs]
+        r = resid[obs]
+        m = obs.shape[1]
+        sigma = (b * lam) @ np.swapaxes(b, 1, 2)
+        sigma[:, np.arange(m), np.arange(m)] += max(sigma2, 1e-12)
+        sign, logdet = np.linalg.slogdet(sigma)
+        quad = np.einsum("gm,gm->g", r, np.linalg.solve(sigma, r[..., None])[..., 0])
+        total += float(np.sum(logdet + quad))
+    return total

@@ -1,0 +1,1 @@
+"""The processes behind :mod:`fdaimpute.simulate`: designs and the truths drawn."""
