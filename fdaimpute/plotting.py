@@ -25,7 +25,7 @@ def plot_curves(
     """Plot a few subjects' observations with one or more imputed curves.
 
     Axes are labelled with the data's column names where it knows them
-    (:attr:`IrregularData.names`, e.g. "age" and "bmi"), else "time" and
+    (``IrregularData.names``, e.g. "age" and "bmi"), else "time" and
     "value".
 
     Parameters
