@@ -34,14 +34,15 @@ def add_data_options(parser):
         "--value",
         help=f"value column (default value{saved}); several, comma-separated "
         "(--value bili,albumin), hold one variable each, blank where not "
-        "measured (methods that take several variables: mpace)",
+        "measured (methods that take several variables: mpace, kernel, mice)",
     )
     parser.add_argument(
         "--variable",
         metavar="COLUMN",
         help="column naming each row's variable, the values in the --value "
         "column: several variables per subject, each at its own times "
-        "(methods that take several variables: mpace). The output has one "
+        "(methods that take several variables: mpace, kernel, mice). The "
+        "output has one "
         "block of grid columns per variable",
     )
     parser.add_argument(
@@ -111,7 +112,7 @@ def add_fit_command(sub):
         "--method",
         default="auto",
         help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt, sand or mpace "
-        "(several variables: --variable, --covariates), in any case (default "
+        "(several variables: mpace, kernel, mice), in any case (default "
         "auto: the best of pace, face, mfpca and kernel on held-out points)",
     )
     fit.add_argument(

@@ -52,7 +52,9 @@ _BASELINES = ("mice", "gain", "cnp")
 #: choose; mpace is for several variables (the demo simulates one).
 _NOT_IN_DEMO = _BASELINES + ("auto", "mpace")
 #: Methods that impute several variables (--variable, several --value columns).
-MULTIVARIATE_METHODS = ("mpace",)
+MULTIVARIATE_METHODS = ("mpace", "kernel", "mice")
+#: Methods that read their input as several variables even when it holds one.
+ALWAYS_MULTIVARIATE = ("mpace",)
 #: Methods whose means use subject covariates (--covariates).
 COVARIATE_METHODS = ("mpace",)
 
@@ -537,7 +539,7 @@ def _impute(args):
 
 def method_layout(args, method):
     """The variables and covariates ``method`` reads (checked), or None for one."""
-    layout = variable_layout(args, several=method in MULTIVARIATE_METHODS)
+    layout = variable_layout(args, several=method in ALWAYS_MULTIVARIATE)
     check_layout(layout, method)
     return layout
 
@@ -671,7 +673,7 @@ def _add_impute_command(sub):
         "--method",
         default=None,
         help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt, sand or mpace "
-        "(several variables: --variable, --covariates), in any case (default "
+        "(several variables: mpace, kernel, mice), in any case (default "
         "auto: the best of pace, face, mfpca and kernel on held-out points), "
         "fitted on the input; or use --model",
     )

@@ -117,6 +117,28 @@ def test_fit_save_then_impute_with_the_model_and_parquet_output(long_table, tmp_
     assert_allclose(loaded.transform(subset), curves, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("method", ["kernel", "mice"])
+def test_kernel_and_mice_take_several_variables(method, long_table, tmp_path):
+    path, out = tmp_path / "labs.csv", tmp_path / "curves.csv"
+    long_table.to_csv(path, index=False)
+    _run(
+        "impute", path, "-o", out, "--method", method, "--variable", "lab",
+        "--grid", "0:1:11", *COLUMNS,
+    )  # fmt: skip
+    got = pd.read_csv(out)
+    data = MultivariateIrregularData.from_long(long_table, "subject", "age_at", "lab")
+    est = fi.KernelImputer() if method == "kernel" else fi.MICEImputer(random_state=0)
+    curves = est.set_params(grid=GRID).fit(data).transform(data)
+    assert_allclose(got.drop(columns="subject").to_numpy(), curves, rtol=0, atol=1e-10)
+    assert got.columns[1] == f"{data.variables[0]}:t=0" == "x2:t=0"
+    # --covariates needs a method whose means use them
+    with pytest.raises(SystemExit, match="does not use subject covariates"):
+        _run(
+            "impute", path, "-o", out, "--force", "--method", method,
+            "--variable", "lab", "--covariates", "age", *COLUMNS,
+        )  # fmt: skip
+
+
 def _error(capsys, *argv):
     with pytest.raises(SystemExit) as info:
         _run(*argv)
@@ -130,7 +152,7 @@ def test_misused_flags_name_the_problem(long_table, tmp_path, capsys):
     message = _error(capsys, *base, "--method", "pace", "--variable", "lab")
     assert "--variable" in message and "pace imputes one variable" in message
     assert "mpace" in message
-    message = _error(capsys, *base, "--method", "kernel", "--value", "a,b")
+    message = _error(capsys, *base, "--method", "face", "--value", "a,b")
     assert "several --value columns" in message
     message = _error(capsys, *base, "--method", "pace", "--covariates", "age")
     assert "--covariates" in message and "--method mpace" in message
