@@ -42,8 +42,7 @@ def add_data_options(parser):
         help="column naming each row's variable, the values in the --value "
         "column: several variables per subject, each at its own times "
         "(methods that take several variables: mpace, kernel, mice). The "
-        "output has one "
-        "block of grid columns per variable",
+        "output has one block of grid columns per variable",
     )
     parser.add_argument(
         "--covariates",
