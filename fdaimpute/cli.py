@@ -48,8 +48,15 @@ Run 'fdaimpute <command> --help' for the options of a command.
 
 #: The SAND paper's baselines: fitted by ``demo`` only when named.
 _BASELINES = ("mice", "gain", "cnp")
-#: Not fitted by ``demo`` unless named: it fits the others again to choose.
-_NOT_IN_DEMO = _BASELINES + ("auto",)
+#: Not fitted by ``demo`` unless named: auto fits the others again to
+#: choose; mpace is for several variables (the demo simulates one).
+_NOT_IN_DEMO = _BASELINES + ("auto", "mpace")
+#: Methods that impute several variables (--variable, several --value columns).
+MULTIVARIATE_METHODS = ("mpace", "kernel", "mice")
+#: Methods that read their input as several variables even when it holds one.
+ALWAYS_MULTIVARIATE = ("mpace",)
+#: Methods whose means use subject covariates (--covariates).
+COVARIATE_METHODS = ("mpace",)
 
 
 def _method_factories():
@@ -114,6 +121,17 @@ def _method_factories():
             "conditional neural process (CNP), a baseline (torch)",
             lambda grid, seed, quick: CNPImputer(
                 grid=grid, random_state=seed, **({"max_epochs": 30} if quick else {})
+            ),
+        )
+    try:
+        from fdaimpute.mpace import MultivariatePACEImputer
+    except ImportError:
+        pass
+    else:
+        methods["mpace"] = (
+            "multivariate PACE: several variables sharing components, covariates",
+            lambda grid, seed, quick: MultivariatePACEImputer(
+                grid=grid, random_state=seed
             ),
         )
     try:
@@ -298,6 +316,7 @@ _METHOD_OF_CLASS = {
     "VTImputer": "vt",
     "SANDImputer": "sand",
     "CNPImputer": "cnp",
+    "MultivariatePACEImputer": "mpace",
 }
 # A keyword argument in the library's advice: name=True, name='text', name=0.5
 _KEYWORD = re.compile(
@@ -349,12 +368,135 @@ def column_names(args, saved=None):
     )
 
 
-def _read_data(args, names=None):
-    """The long CSV of ``args.input`` as IrregularData (exits with the reason)."""
+def _split_names(text):
+    """``"a, b"`` -> ``["a", "b"]``; nothing -> ``[]``."""
+    return [name.strip() for name in (text or "").split(",") if name.strip()]
+
+
+def variable_layout(args, saved=None, *, several=False):
+    """The command line's variables and covariates, or None for one variable.
+
+    ``--variable COLUMN`` names the column holding each row's variable
+    (the values then in the one ``--value`` column); several
+    comma-separated ``--value`` columns hold one variable each (NaN where
+    not measured); ``--covariates A,B`` names subject covariates. Flags
+    missing from the command line are taken from ``saved`` (a model's
+    columns).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The command line.
+    saved : dict, default=None
+        Column names a model file keeps.
+    several : bool, default=False
+        Read the input as several variables even when it has one value
+        column and no variable column (a method that takes several).
+
+    Returns
+    -------
+    tuple or None
+        ``(variable column or None, value columns, covariate columns)``;
+        None when the input holds one variable and no covariates and
+        ``several`` is False.
+    """
+    saved = saved or {}
+    variable = getattr(args, "variable", None) or saved.get("variable")
+    values = _split_names(args.value or saved.get("value") or "value")
+    covariates = _split_names(
+        getattr(args, "covariates", None) or saved.get("covariates")
+    )
+    if variable is None and len(values) == 1 and not covariates and not several:
+        return None
+    if variable is not None and len(values) > 1:
+        raise SystemExit(
+            f"--variable {variable} reads one value column (--value), got "
+            f"{', '.join(values)}; give several --value columns (one per "
+            "variable) or --variable, not both"
+        )
+    return variable, values, covariates
+
+
+def check_layout(layout, method):
+    """Exit when ``method`` cannot take the variables or covariates asked for."""
+    if layout is None:
+        return
+    variable, values, covariates = layout
+    if (variable is not None or len(values) > 1) and method not in (
+        MULTIVARIATE_METHODS
+    ):
+        given = "--variable" if variable is not None else "several --value columns"
+        raise SystemExit(
+            f"{given}: --method {method} imputes one variable; use a method that "
+            f"takes several ({', '.join(MULTIVARIATE_METHODS)})"
+        )
+    if covariates and method not in COVARIATE_METHODS:
+        raise SystemExit(
+            f"--covariates: --method {method} does not use subject covariates; "
+            f"use {' or '.join(f'--method {m}' for m in COVARIATE_METHODS)}"
+        )
+
+
+def output_names(names, layout):
+    """The output's id, time, value (and variable) column names."""
+    if layout is None:
+        return names
+    variable, values, _ = layout
+    value = values[0] if variable is not None else "value"
+    return (names[0], names[1], value, variable or "variable")
+
+
+def _read_table(path, columns):
+    """The ``columns`` of the CSV or Parquet file that it has (ids as text)."""
+    from fdaimpute._core.frames import require_pandas
+    from fdaimpute._io.csv_options import read_options
+
+    if is_parquet(path):
+        from fdaimpute._io.parquet import read_columns
+
+        return read_columns(path, columns)
+    pd = require_pandas("reading a CSV")
+    wanted = set(columns)
+    return pd.read_csv(
+        path, **read_options({"usecols": lambda c: c in wanted}, columns[0], pd)
+    )
+
+
+def _read_variables(path, names, layout, duplicates):
+    """The input as MultivariateIrregularData (raises ValueError or TypeError)."""
+    from fdaimpute.multivariate import MultivariateIrregularData
+
+    id_name, time_name, _ = names
+    variable, values, covariates = layout
+    wanted = [id_name, time_name, *([variable] if variable else []), *values]
+    df = _read_table(path, wanted + covariates)
+    if len(df) == 0:
+        raise ValueError(
+            f"{path} has no observations (a header and no rows); it needs one "
+            f"row per observation with columns {', '.join(wanted)}"
+        )
+    options = dict(covariates=covariates or None, duplicates=duplicates)
+    if variable is not None:
+        return MultivariateIrregularData.from_long(
+            df, id_name, time_name, variable, values[0], **options
+        )
+    return MultivariateIrregularData.from_columns(
+        df, values, id_name, time_name, **options
+    )
+
+
+def _read_data(args, names=None, layout=None):
+    """The input of ``args.input`` as IrregularData, or MultivariateIrregularData
+    for a ``layout`` of several variables (exits with the reason)."""
     import fdaimpute as fi
 
     id_name, time_name, value_name = names or column_names(args)
     try:
+        if layout is not None:
+            data = _read_variables(
+                args.input, (id_name, time_name, value_name), layout, args.duplicates
+            )
+            return _reported(data)
         read = fi.IrregularData.read_csv
         if is_parquet(args.input):
             read = fi.IrregularData.read_parquet
@@ -369,6 +511,10 @@ def _read_data(args, names=None):
         raise SystemExit(
             f"cannot read {args.input}: {_cli_message(str(exc))}"
         ) from None
+    return _reported(data)
+
+
+def _reported(data):
     if os.environ.get("RANK", "0") == "0":  # once under torchrun
         print(f"Read {data}", file=sys.stderr)
     return data
@@ -415,15 +561,31 @@ def _impute(args):
     return code
 
 
+def method_layout(args, method):
+    """The variables and covariates ``method`` reads (checked), or None for one."""
+    layout = variable_layout(args, several=method in ALWAYS_MULTIVARIATE)
+    check_layout(layout, method)
+    return layout
+
+
+def set_covariates(est, layout):
+    """Give ``est`` the layout's covariates (a method that takes them)."""
+    if layout is not None and layout[2]:
+        est.set_params(covariates=list(layout[2]))
+
+
 def _impute_recorded(args):
     with phase("import"):
         method = method_name(args.method or "auto")
+        layout = method_layout(args, method)
         est = _estimator(args, method)
+        set_covariates(est, layout)
     check_target(args.output, "-o", [args.input], args.force)
     with phase("read"):
-        data = _read_data(args)
+        data = _read_data(args, layout=layout)
     grid = _parse_grid(args.grid or "101", data.time_range)
-    check_room(args.output, len(data), grid.size, 2 if args.std else 1)
+    n_variables = 1 if layout is None else data.n_variables
+    check_room(args.output, len(data), n_variables * grid.size, 2 if args.std else 1)
     est.set_params(grid=grid)
     start = time.perf_counter()
     try:
@@ -431,7 +593,8 @@ def _impute_recorded(args):
             est.fit(data)
     except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
         raise SystemExit(f"{method}: {_cli_message(str(exc))}") from None
-    return write_output(args, data, grid, est, method, start, column_names(args))
+    names = output_names(column_names(args), layout)
+    return write_output(args, data, grid, est, method, start, names)
 
 
 def write_output(args, data, grid, est, label, start, names):
@@ -447,8 +610,17 @@ def write_output(args, data, grid, est, label, start, names):
         except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
             raise SystemExit(f"{label}: {_cli_message(str(exc))}") from None
 
+    variables = getattr(est, "variables_", None)
     write_curves(
-        args.output, data, grid, impute, args.format, names, args.std, args.force
+        args.output,
+        data,
+        grid,
+        impute,
+        args.format,
+        names,
+        args.std,
+        args.force,
+        None if variables is None else [str(v) for v in variables],
     )
     print(
         f"Imputed {len(data)} curves with {label} in "
@@ -524,9 +696,10 @@ def _add_impute_command(sub):
     imp.add_argument(
         "--method",
         default=None,
-        help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt or sand, in any "
-        "case (default auto: the best of pace, face, mfpca and kernel on held-out "
-        "points), fitted on the input; or use --model",
+        help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt, sand or mpace "
+        "(several variables: mpace, kernel, mice), in any case (default "
+        "auto: the best of pace, face, mfpca and kernel on held-out points), "
+        "fitted on the input; or use --model",
     )
     imp.add_argument(
         "--model",
@@ -554,13 +727,16 @@ def _add_impute_command(sub):
         choices=["wide", "long"],
         default="wide",
         help="wide: one row per subject; long: one row per subject and grid "
-        "time, with the input's id, time and value column names",
+        "time, with the input's id, time and value column names. Several "
+        "variables: wide columns <variable>:t=<time>, variable-major; long "
+        "rows id, variable, time, value",
     )
     imp.add_argument(
         "--std",
         action="store_true",
         help="also write pointwise standard deviations (methods with bands: "
-        "pace, face, mfpca, cnp, vt and sand; auto unless it chose kernel)",
+        "pace, face, mfpca, mpace, cnp, vt and sand; auto unless it chose "
+        "kernel)",
     )
     imp.add_argument(
         "--timings",

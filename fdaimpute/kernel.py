@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from sklearn.base import clone
 
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import Interval, Options
@@ -17,6 +18,7 @@ from fdaimpute._numerics.local_linear import (
     subject_moment_sums,
 )
 from fdaimpute.base import BaseImputer
+from fdaimpute.multivariate import SeveralVariablesMixin
 from fdaimpute.smoothing import bin_data
 
 __all__ = ["KernelImputer"]
@@ -27,7 +29,7 @@ _SHRINKAGE_GRID = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0)
 
 
 @shared_docs()
-class KernelImputer(BaseImputer):
+class KernelImputer(SeveralVariablesMixin, BaseImputer):
     """Per-subject local-linear smoothing, shrunk toward the pooled mean curve.
 
     At each output time ``s`` subject ``i``'s curve is the intercept ``a`` of
@@ -82,6 +84,14 @@ class KernelImputer(BaseImputer):
         Range of the training times.
     n_subjects_fit_ : int
         Number of training subjects.
+    variables_ : list of str
+        Only after a fit on several variables: their names, in the order
+        of the output's blocks.
+    variable_imputers_ : list of KernelImputer
+        Only after a fit on several variables: each variable's smoother,
+        fitted on that variable alone (its ``bandwidth_``, ``shrinkage_``
+        and mean). ``mean_`` is then their means, variable-major, and
+        ``bandwidth_`` and the like are not set.
 
     See Also
     --------
@@ -92,6 +102,16 @@ class KernelImputer(BaseImputer):
     The criterion for each candidate is computed from the subject's own
     points with the exact leave-one-out (or GCV) formulas of a linear
     smoother; all subjects are processed together in vectorised chunks.
+
+    *Several variables.* Fitted on a
+    :class:`~fdaimpute.multivariate.MultivariateIrregularData`, each
+    variable is smoothed on its own, exactly as a fit on that variable
+    alone would smooth it (its own bandwidth and shrinkage); a subject
+    never observed on a variable gets that variable's mean curve. The
+    output has one block of grid columns per variable, as
+    :class:`~fdaimpute.MultivariatePACEImputer`'s (``transform_3d`` gives
+    ``(n_subjects, p, n_grid)``, pandas output a ``(variable, time)``
+    MultiIndex, ``predict_at`` each observation's own time and variable).
 
     Examples
     --------
@@ -159,6 +179,42 @@ class KernelImputer(BaseImputer):
         # With per-subject selection these serve subjects whose own criterion
         # is undefined (too few points).
         self.bandwidth_, self.shrinkage_ = self._select(data, pooled=True)
+
+    def _fit_variables(self, data):
+        """Each variable's own smoother, fitted on that variable alone."""
+        self.variable_imputers_ = []
+        for _, part, _ in self._variable_parts(data):
+            # the parent checks grids and times against the whole range
+            one = clone(self).set_params(
+                grid=self.grid_, extrapolate=True, keep_observed=False
+            )
+            self.variable_imputers_.append(one.fit(part))
+        if len(self.variable_imputers_) != data.n_variables:
+            missing = data.variables[~data.counts.any(axis=0)].tolist()
+            raise ValueError(f"variable(s) {missing} are never observed")
+        self.mean_ = np.concatenate([one.mean_ for one in self.variable_imputers_])
+
+    def _variable_curves(self, data, grid, derivative):
+        n, g = len(data), grid.size
+        out = np.empty((n, len(self.variable_imputers_) * g))
+        for j, one in enumerate(self.variable_imputers_):
+            # a subject without the variable: its mean (or slope)
+            out[:, j * g : (j + 1) * g] = one._mean_at(grid)[1 if derivative else 0]
+        for j, part, rows in self._variable_parts(data):
+            one = self.variable_imputers_[j]
+            hook = one._derivative_grid if derivative else one._transform_grid
+            out[rows, j * g : (j + 1) * g] = one._in_blocks(
+                lambda block, hook=hook: hook(block, grid), part, g
+            )
+        return out
+
+    def _variable_values(self, data):
+        values = np.empty(data.times.size)
+        for j, part, _ in self._variable_parts(data):
+            values[data.variable == j] = self.variable_imputers_[j]._evaluate(
+                part, part.times, part.offsets
+            )
+        return values
 
     def _mean_at(self, t):
         """Pooled mean curve and its slope at times ``t``."""

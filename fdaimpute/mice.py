@@ -12,13 +12,19 @@ from sklearn.impute import IterativeImputer
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import RANDOM_STATE, Interval
 from fdaimpute._numerics.binned_grid import BinnedGridMixin
+from fdaimpute._numerics.interpolate import (
+    interpolate_rows,
+    interpolate_shared,
+    slope_shared,
+)
 from fdaimpute.base import BaseImputer
+from fdaimpute.multivariate import SeveralVariablesMixin
 
 __all__ = ["MICEImputer"]
 
 
 @shared_docs()
-class MICEImputer(BinnedGridMixin, BaseImputer):
+class MICEImputer(SeveralVariablesMixin, BinnedGridMixin, BaseImputer):
     """Multiple imputation by chained equations on binned times (baseline).
 
     Observations are averaged into ``n_bins`` equal-width time bins, giving
@@ -93,6 +99,16 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
         Range of the training times.
     n_subjects_fit_ : int
         Number of training subjects.
+    variables_ : list of str
+        Only after a fit on several variables: their names, in the order
+        of the output's blocks.
+    variable_bin_edges_, variable_bin_centres_ : list of ndarray
+        Only after a fit on several variables: each variable's bins, as
+        ``bin_edges_`` and ``bin_centres_`` of a fit on it alone (which
+        are then not set). ``initial_fill_`` and the ``chain_*`` arrays
+        index the variables' bins side by side, variable-major.
+    variable_time_ranges_ : ndarray of shape (p, 2)
+        Only after a fit on several variables: each variable's time range.
 
     Notes
     -----
@@ -102,6 +118,19 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
     derivative), except at the last centre, which takes the slope of the
     segment to its left; 0 outside the first and last centres, where the
     curve is constant.
+
+    *Several variables.* Fitted on a
+    :class:`~fdaimpute.multivariate.MultivariateIrregularData`, each
+    variable is binned as a fit on it alone would bin it, and the
+    variables' binned matrices, side by side, are filled together: each
+    bin of each variable is regressed on the bins of every variable (the
+    ``n_nearest_features`` most correlated), so a variable measured
+    rarely, or never for a subject, is filled from the others. The output
+    has one block of grid columns per variable, as
+    :class:`~fdaimpute.MultivariatePACEImputer`'s (``transform_3d`` gives
+    ``(n_subjects, p, n_grid)``, pandas output a ``(variable, time)``
+    MultiIndex, ``predict_at`` each observation's own time and variable).
+    With one variable this is the fit above, to the last bit.
 
     Examples
     --------
@@ -141,8 +170,14 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
 
     def _fit(self, data):
         self._fit_bins(data)
+        filled = self._fit_chain(self._binned(data))
+        mean_row = filled.mean(axis=0, keepdims=True)
+        self.mean_ = self._interpolate(mean_row, self.grid_)[0]
+
+    def _fit_chain(self, binned):
+        """Fit the chained equations to the binned matrix; return it filled."""
         # A correlation needs two subjects; with fewer, use every bin.
-        nearest = self.n_nearest_features if len(data) > 2 else None
+        nearest = self.n_nearest_features if len(binned) > 2 else None
         imputer = IterativeImputer(
             max_iter=self.max_iter,
             n_nearest_features=nearest,
@@ -155,12 +190,11 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
                 message=r"\[IterativeImputer\] Early stopping",
                 category=ConvergenceWarning,
             )
-            filled = imputer.fit_transform(self._binned(data))
+            filled = imputer.fit_transform(binned)
         self._keep_chain(imputer)
         self.n_iter_ = imputer.n_iter_
         self.converged_ = bool(self.n_iter_ < self.max_iter)
-        mean_row = filled.mean(axis=0, keepdims=True)
-        self.mean_ = self._interpolate(mean_row, self.grid_)[0]
+        return filled
 
     def _keep_chain(self, imputer):
         """Keep the fitted regressions of ``imputer`` as arrays."""
@@ -179,14 +213,17 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
         )
 
     def _filled(self, data):
-        """The binned matrix of ``data``, its missing cells filled by the chain.
+        """The binned matrix of ``data``, its missing cells filled by the chain."""
+        return self._replay(self._binned(data))
+
+    def _replay(self, binned):
+        """``binned`` with its missing cells filled by the fitted chain.
 
         Replays scikit-learn's ``IterativeImputer.transform`` (without
         posterior sampling, bounds or empty bins, which the fit never uses):
         the bin means first, then each step's regression on its bins, in
         order, for the rows where the step's bin is missing.
         """
-        binned = self._binned(data)
         missing = np.isnan(binned)
         filled = np.asfortranarray(np.where(missing, self.initial_fill_, binned))
         steps = zip(
@@ -200,3 +237,83 @@ class MICEImputer(BinnedGridMixin, BaseImputer):
             if rows.any():
                 filled[rows, col] = filled[:, predictors][rows] @ coef + intercept
         return filled
+
+    # ------------------------------------------------------------------ #
+    # several variables
+    def _fit_variables(self, data):
+        """Each variable's bins, then one chain over all variables' bins."""
+        bins = []
+        for _, part, _ in self._variable_parts(data):
+            one = _VariableBins(self.n_bins, part.time_range)
+            one._fit_bins(part)
+            bins.append(one)
+        if len(bins) != data.n_variables:
+            missing = data.variables[~data.counts.any(axis=0)].tolist()
+            raise ValueError(f"variable(s) {missing} are never observed")
+        self.variable_bin_edges_ = [one.bin_edges_ for one in bins]
+        self.variable_bin_centres_ = [one.bin_centres_ for one in bins]
+        self.variable_time_ranges_ = np.array([one.time_range_ for one in bins])
+        filled = self._fit_chain(self._stacked_bins(data))
+        self.mean_ = self._variable_curves_of(
+            filled.mean(axis=0, keepdims=True), self.grid_, derivative=False
+        )[0]
+
+    def _bins(self):
+        return [
+            _VariableBins(self.n_bins, tuple(r), edges, centres)
+            for r, edges, centres in zip(
+                self.variable_time_ranges_,
+                self.variable_bin_edges_,
+                self.variable_bin_centres_,
+            )
+        ]
+
+    def _stacked_bins(self, data):
+        """The variables' binned matrices side by side (NaN: no observation)."""
+        bins = self._bins()
+        blocks = [np.full((len(data), b.bin_centres_.size), np.nan) for b in bins]
+        for j, part, rows in self._variable_parts(data):
+            blocks[j][rows] = bins[j]._binned(part)
+        return np.concatenate(blocks, axis=1)
+
+    def _filled_blocks(self, filled):
+        """``filled`` split into the variables' blocks of bins."""
+        sizes = [c.size for c in self.variable_bin_centres_]
+        return np.split(filled, np.cumsum(sizes)[:-1], axis=1)
+
+    def _variable_curves_of(self, filled, grid, derivative):
+        rows = slope_shared if derivative else interpolate_shared
+        return np.concatenate(
+            [
+                rows(block, centres, grid)
+                for block, centres in zip(
+                    self._filled_blocks(filled), self.variable_bin_centres_
+                )
+            ],
+            axis=1,
+        )
+
+    def _variable_curves(self, data, grid, derivative):
+        filled = self._replay(self._stacked_bins(data))
+        return self._variable_curves_of(filled, grid, derivative)
+
+    def _variable_values(self, data):
+        blocks = self._filled_blocks(self._replay(self._stacked_bins(data)))
+        values = np.empty(data.times.size)
+        for j, part, rows in self._variable_parts(data):
+            centres = self.variable_bin_centres_[j]
+            inside = np.clip(part.times, centres[0], centres[-1])
+            values[data.variable == j] = interpolate_rows(
+                blocks[j][rows], centres, inside, part.n_obs
+            )
+        return values
+
+
+class _VariableBins(BinnedGridMixin):
+    """One variable's time bins, for :class:`MICEImputer` on several variables."""
+
+    def __init__(self, n_bins, time_range, edges=None, centres=None):
+        self.n_bins = n_bins
+        self.time_range_ = time_range
+        if edges is not None:
+            self.bin_edges_, self.bin_centres_ = edges, centres

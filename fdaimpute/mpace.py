@@ -41,7 +41,11 @@ from fdaimpute._pace.multivariate import (
     variable_scales,
 )
 from fdaimpute.base import BaseImputer
-from fdaimpute.multivariate import MultivariateIrregularData
+from fdaimpute.multivariate import (
+    MultivariateIrregularData,
+    align_variables,
+    keep_observed_values,
+)
 from fdaimpute.pace import PACEImputer
 
 __all__ = ["MultivariatePACEImputer"]
@@ -306,30 +310,7 @@ class MultivariatePACEImputer(BaseImputer):
             raise ValueError("no subjects: X is empty")
         if reset:
             return data
-        return self._align_variables(data)
-
-    def _align_variables(self, data):
-        """``data`` with its variable codes in the fitted order (by name)."""
-        names = [str(v) for v in data.variables]
-        fitted = [str(v) for v in self.variables_]
-        unknown = [v for v in names if v not in fitted]
-        if unknown:
-            raise ValueError(
-                f"variable(s) {unknown} were not seen in fit; the fitted "
-                f"variables are {fitted}"
-            )
-        if names == fitted:
-            return data
-        code = np.array([fitted.index(v) for v in names], dtype=np.int64)
-        return MultivariateIrregularData(
-            data.times,
-            data.values,
-            code[data.variable],
-            data.offsets,
-            self.variables_,
-            data.ids,
-            data.covariates,
-        )
+        return align_variables(data, self.variables_)
 
     # ------------------------------------------------------------------ #
     # fitting
@@ -760,7 +741,8 @@ class MultivariatePACEImputer(BaseImputer):
         curves = self._model.curves(scores, inner)
         curves = curves + self._covariate_curves(design, inner)
         self._check_finite(curves, data, "imputed curve")
-        curves, std = self._keep_observed_values(given, grid, curves, std)
+        if self.keep_observed:
+            curves, std = keep_observed_values(given, grid, curves, std)
         if std is None:
             return self._wrap(curves, data, grid)
         self._check_finite(std, data, "standard deviation")
@@ -839,26 +821,6 @@ class MultivariatePACEImputer(BaseImputer):
         out = given.take(np.arange(len(given)))
         out.values = values
         return out
-
-    def _keep_observed_values(self, data, grid, curves, std):
-        """Observed values put back where a grid time equals an observation time."""
-        if not self.keep_observed:
-            return curves, std
-        t = data.times
-        col = np.clip(np.searchsorted(grid, t), 1, max(grid.size - 1, 1))
-        nearer_left = np.abs(grid[col - 1] - t) <= np.abs(
-            grid[np.minimum(col, grid.size - 1)] - t
-        )
-        col = np.where(nearer_left, col - 1, np.minimum(col, grid.size - 1))
-        hit = np.abs(grid[col] - t) <= 1e-12 * np.maximum(np.abs(t), np.abs(grid[col]))
-        rows = data.subject_index[hit]
-        cols = data.variable[hit] * grid.size + col[hit]
-        curves = np.array(curves)
-        curves[rows, cols] = data.values[hit]
-        if std is not None:
-            std = np.array(std)
-            std[rows, cols] = 0.0
-        return curves, std
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
+from fdaimpute._core.blocks import check_output_fits
 from fdaimpute._core.coerce import check_not_datetime
 from fdaimpute._core.flat import check_storage
 from fdaimpute._core.frames import require_pandas
@@ -20,7 +22,15 @@ from fdaimpute._core.multivariate_frames import (
     flat_from_variable_column,
     subject_covariates,
 )
+from fdaimpute._core.output import column_labels
+from fdaimpute._core.params import validate_params
 from fdaimpute._core.ragged import RaggedSubjects
+from fdaimpute._core.validation import (
+    check_in_range,
+    check_magnitudes,
+    check_times_in_range,
+    resolve_grid,
+)
 from fdaimpute.data import IrregularData
 
 __all__ = ["MultivariateIrregularData"]
@@ -484,3 +494,319 @@ def _check_covariates(covariates, n):
             raise ValueError(f"covariate {name!r} is missing for every subject")
         out[str(name)] = arr
     return out
+
+
+# ---------------------------------------------------------------------- #
+# imputers of one variable that also take several
+
+
+def holds_several_variables(X):
+    """Whether ``X`` is a MultivariateIrregularData or a long frame with a
+    ``variable`` column (the two forms the multivariate imputers read)."""
+    if isinstance(X, MultivariateIrregularData):
+        return True
+    columns = getattr(X, "columns", None)
+    if columns is None:
+        return False
+    columns = list(columns)
+    return all(c in columns for c in ("id", "time", "variable", "value"))
+
+
+def as_multivariate(X):
+    """``X`` as MultivariateIrregularData (see :func:`holds_several_variables`)."""
+    if isinstance(X, MultivariateIrregularData):
+        data = X
+    else:
+        data = MultivariateIrregularData.from_long(X)
+    if len(data) == 0:
+        raise ValueError("no subjects: X is empty")
+    return data
+
+
+def align_variables(data, fitted):
+    """``data`` with its variable codes in the ``fitted`` order (matched by name).
+
+    Raises
+    ------
+    ValueError
+        Naming the variables of ``data`` that are not in ``fitted``.
+    """
+    names = [str(v) for v in data.variables]
+    fitted = [str(v) for v in fitted]
+    unknown = [v for v in names if v not in fitted]
+    if unknown:
+        raise ValueError(
+            f"variable(s) {unknown} were not seen in fit; the fitted "
+            f"variables are {fitted}"
+        )
+    if names == fitted:
+        return data
+    code = np.array([fitted.index(v) for v in names], dtype=np.int64)
+    return MultivariateIrregularData(
+        data.times,
+        data.values,
+        code[data.variable],
+        data.offsets,
+        fitted,
+        data.ids,
+        data.covariates,
+    )
+
+
+def keep_observed_values(data, grid, curves, std=None):
+    """Observed values put back where a grid time equals an observation time.
+
+    ``curves`` (and ``std``, set to 0 there) hold variable-major blocks of
+    ``grid.size`` columns; returns new ``(curves, std)`` arrays.
+    """
+    t = data.times
+    col = np.clip(np.searchsorted(grid, t), 1, max(grid.size - 1, 1))
+    nearer_left = np.abs(grid[col - 1] - t) <= np.abs(
+        grid[np.minimum(col, grid.size - 1)] - t
+    )
+    col = np.where(nearer_left, col - 1, np.minimum(col, grid.size - 1))
+    hit = np.abs(grid[col] - t) <= 1e-12 * np.maximum(np.abs(t), np.abs(grid[col]))
+    rows = data.subject_index[hit]
+    cols = data.variable[hit] * grid.size + col[hit]
+    curves = np.array(curves, dtype=np.float64)
+    curves[rows, cols] = data.values[hit]
+    if std is not None:
+        std = np.array(std, dtype=np.float64)
+        std[rows, cols] = 0.0
+    return curves, std
+
+
+class SeveralVariablesMixin:
+    """Several variables per subject for an imputer of one variable.
+
+    Put before :class:`~fdaimpute.BaseImputer` among the bases. ``fit`` on
+    a :class:`MultivariateIrregularData` (or a long frame with a
+    ``variable`` column) records ``variables_`` and calls the class's
+    ``_fit_variables(data)``; then ``transform``, ``derivative``,
+    ``predict_at`` and ``get_feature_names_out`` work as
+    :class:`~fdaimpute.MultivariatePACEImputer`'s: one row per subject and
+    one block of grid columns per variable (variable-major), a ``(variable,
+    time)`` MultiIndex for pandas output, ``transform_3d`` for arrays of
+    shape ``(n_subjects, p, n_grid)``, and ``predict_at`` at each
+    observation's own time and variable. Fitted on one variable, the
+    imputer's own methods run unchanged.
+
+    The class provides ``_fit_variables(data)``, ``_variable_curves(data,
+    grid, derivative)`` (shape ``(n_subjects, p * grid.size)``) and
+    ``_variable_values(data)`` (one value per observation of ``data``).
+    """
+
+    def _several(self):
+        return hasattr(self, "variables_")
+
+    @staticmethod
+    def _variable_parts(data):
+        """``(j, part, rows)`` for each variable ``j`` observed in ``data``:
+        its observations as IrregularData and the rows of their subjects."""
+        observed = data.counts.any(axis=0)
+        for j in np.flatnonzero(observed):
+            part, rows = data.variable_data(int(j))
+            yield int(j), part, rows
+
+    def fit(self, X, y=None):
+        """Fit the imputer on training subjects, of one variable or several.
+
+        A fit that raises leaves the estimator unfitted, even if it was
+        fitted before.
+
+        Parameters
+        ----------
+        X : IrregularData, MultivariateIrregularData, DataFrame, list or 2-D array
+            Training subjects: the formats of :class:`~fdaimpute.BaseImputer`,
+            or several variables (a MultivariateIrregularData or a long
+            frame with columns id, time, variable, value).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The fitted imputer.
+        """
+        self._clear_fitted()
+        if not holds_several_variables(X):
+            return super().fit(X, y)
+        try:
+            validate_params(self)
+            extrapolate = self._extrapolation()
+            data = as_multivariate(X)
+            check_magnitudes(data)
+            self.time_range_ = data.time_range
+            grid = resolve_grid(self.grid, self.time_range_)
+            check_times_in_range(grid, self.time_range_, extrapolate)
+            self.grid_ = grid
+            self.n_subjects_fit_ = len(data)
+            self.variables_ = [str(v) for v in data.variables]
+            self._fit_variables(data)
+        except BaseException:
+            self._clear_fitted()
+            raise
+        return self
+
+    def _several_input(self, X):
+        """Input of transform and the like, after a fit on several variables."""
+        check_is_fitted(self, "grid_")
+        if not holds_several_variables(X):
+            raise TypeError(
+                f"{type(self).__name__} was fitted on several variables "
+                f"({', '.join(self.variables_)}); X must hold them too (a "
+                "MultivariateIrregularData or a long frame with columns id, "
+                f"time, variable, value), got {type(X).__name__}"
+            )
+        data = align_variables(as_multivariate(X), self.variables_)
+        check_magnitudes(data)
+        check_in_range(data, self.time_range_, extrapolate=self._extrapolation())
+        return data
+
+    def _check_transform_input(self, X):
+        if self._several() or not holds_several_variables(X):
+            return super()._check_transform_input(X)
+        check_is_fitted(self, "grid_")
+        raise TypeError(
+            f"{type(self).__name__} was fitted on one variable; X holds several "
+            "(fit it on several variables to impute them together)"
+        )
+
+    def _several_outputs(self, X, grid, derivative):
+        data = self._several_input(X)
+        grid = self._query_grid(grid)
+        p, n = len(self.variables_), len(data)
+        check_output_fits(n, p * grid.size)
+        inner, cols, outside = self._clipped(grid)
+        out = self._variable_curves(data, inner, derivative)
+        out = out.reshape(n, p, inner.size)[:, :, cols]
+        if derivative:
+            out[:, :, outside] = 0.0
+        return data, grid, out.reshape(n, p * grid.size)
+
+    def transform(self, X, return_std=False, grid=None):
+        """Impute each subject's curve (of each variable) on the output grid.
+
+        Parameters
+        ----------
+        X : IrregularData, MultivariateIrregularData, DataFrame, list or 2-D array
+            Subjects to impute, in a format of the fit's data (several
+            variables after a fit on several, matched by name).
+        return_std : bool, default=False
+            Also return the pointwise standard deviation, where the method
+            supports it.
+        grid : int or array-like, default=None
+            Where to evaluate; defaults to the fitted ``grid_``.
+
+        Returns
+        -------
+        curves : ndarray or DataFrame of shape (n_subjects, n_grid)
+            One row per subject, in input order; after a fit on ``p``
+            variables, ``p * n_grid`` columns in variable-major blocks
+            (``transform_3d`` reshapes them).
+        std : ndarray or DataFrame
+            Only when ``return_std=True``.
+        """
+        if not self._several():
+            return super().transform(X, return_std=return_std, grid=grid)
+        if return_std:
+            raise NotImplementedError(
+                f"{type(self).__name__} does not estimate uncertainty "
+                "(return_std=True is not supported)"
+            )
+        data, grid, curves = self._several_outputs(X, grid, derivative=False)
+        self._check_finite(curves, data, "imputed curve")
+        if self.keep_observed:
+            curves, _ = keep_observed_values(data, grid, curves)
+        return self._wrap(curves, data, grid)
+
+    def transform_3d(self, X, grid=None):
+        """:meth:`transform` of several variables as an array (n_subjects, p, n_grid).
+
+        Only for an imputer fitted on several variables.
+        """
+        check_is_fitted(self, "grid_")
+        if not self._several():
+            raise TypeError(
+                f"{type(self).__name__} was fitted on one variable; transform_3d "
+                "is for several"
+            )
+        curves = np.asarray(self.transform(X, grid=grid))
+        return curves.reshape(len(curves), len(self.variables_), -1)
+
+    def derivative(self, X, grid=None):
+        """First derivative of each subject's imputed curve (of each variable).
+
+        Parameters
+        ----------
+        X : IrregularData, MultivariateIrregularData, DataFrame, list or 2-D array
+            Subjects.
+        grid : int or array-like, default=None
+            Where to evaluate; defaults to ``grid_``.
+
+        Returns
+        -------
+        ndarray or DataFrame of shape (n_subjects, n_grid)
+            ``p * n_grid`` columns, variable-major, after a fit on ``p``
+            variables. With ``extrapolate="clip"``, 0 outside the training
+            range.
+        """
+        if not self._several():
+            return super().derivative(X, grid=grid)
+        data, grid, deriv = self._several_outputs(X, grid, derivative=True)
+        self._check_finite(deriv, data, "derivative")
+        return self._wrap(deriv, data, grid)
+
+    def predict_at(self, X, times=None):
+        """Evaluate each subject's imputed curve at given times.
+
+        After a fit on one variable, see :meth:`BaseImputer.predict_at
+        <fdaimpute.BaseImputer.predict_at>`. After a fit on several, only
+        ``times=None``: each observation's own time and variable.
+
+        Parameters
+        ----------
+        X : IrregularData, MultivariateIrregularData, DataFrame, list or 2-D array
+            Subjects.
+        times : None, array-like or sequence of arrays
+            Query times (``None`` only after a fit on several variables).
+
+        Returns
+        -------
+        IrregularData, MultivariateIrregularData, ndarray, DataFrame or list
+            After a fit on several variables, a MultivariateIrregularData
+            with the subjects' observation times, variables and ids and the
+            imputed values as values.
+        """
+        if not self._several():
+            return super().predict_at(X, times=times)
+        if times is not None:
+            raise NotImplementedError(
+                f"{type(self).__name__} fitted on several variables takes "
+                "times=None only in predict_at; use transform(X, grid=times) "
+                "for common times"
+            )
+        data = self._several_input(X)
+        values = self._variable_values(data)
+        self._check_finite(values, data, "prediction", flat_offsets=data.offsets)
+        out = data.take(np.arange(len(data)))
+        out.values = values
+        return out
+
+    def get_feature_names_out(self, input_features=None):
+        """Output column names: ``"t=<time>"``, or ``"<variable>:t=<time>"``
+        (variable-major) after a fit on several variables."""
+        check_is_fitted(self, "grid_")
+        return column_labels(self.grid_, getattr(self, "variables_", None))
+
+    def _wrap(self, array, data, grid=None, columns=None):
+        if not self._several() or columns is not None:
+            return super()._wrap(array, data, grid, columns)
+        if self._output_container() != "pandas":
+            return array
+        pd = require_pandas("pandas output")
+        grid = self.grid_ if grid is None else grid
+        columns = pd.MultiIndex.from_product(
+            [list(self.variables_), list(grid)], names=["variable", "time"]
+        )
+        return pd.DataFrame(array, index=pd.Index(data.ids, name="id"), columns=columns)

@@ -580,7 +580,7 @@ def test_method_names_ignore_case_and_std_help_names_the_banded_methods(
     with pytest.raises(SystemExit):
         main(["impute", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "pace, face, mfpca, cnp, vt and sand" in text
+    assert "pace, face, mfpca, mpace, cnp, vt and sand" in text
     assert "WARNING: loading a pickle can run any code" in text
 
 

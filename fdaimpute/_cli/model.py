@@ -30,7 +30,27 @@ def add_data_options(parser):
         "--id", help=f"subject column (default id{saved}); ids are read as text"
     )
     parser.add_argument("--time", help=f"time column (default time{saved})")
-    parser.add_argument("--value", help=f"value column (default value{saved})")
+    parser.add_argument(
+        "--value",
+        help=f"value column (default value{saved}); several, comma-separated "
+        "(--value bili,albumin), hold one variable each, blank where not "
+        "measured (methods that take several variables: mpace, kernel, mice)",
+    )
+    parser.add_argument(
+        "--variable",
+        metavar="COLUMN",
+        help="column naming each row's variable, the values in the --value "
+        "column: several variables per subject, each at its own times "
+        "(methods that take several variables: mpace, kernel, mice). The "
+        "output has one block of grid columns per variable",
+    )
+    parser.add_argument(
+        "--covariates",
+        metavar="A,B",
+        help="comma-separated columns of subject covariates (numbers or "
+        "categories, constant within a subject) that shift the means "
+        "(--method mpace)",
+    )
     parser.add_argument(
         "--duplicates",
         choices=["raise", "average"],
@@ -90,9 +110,9 @@ def add_fit_command(sub):
     fit.add_argument(
         "--method",
         default="auto",
-        help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt or sand, in any "
-        "case (default auto: the best of pace, face, mfpca and kernel on held-out "
-        "points)",
+        help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt, sand or mpace "
+        "(several variables: mpace, kernel, mice), in any case (default "
+        "auto: the best of pace, face, mfpca and kernel on held-out points)",
     )
     fit.add_argument(
         "--grid",
@@ -209,11 +229,15 @@ def _fit(args):
         _parse_grid,
         _read_data,
         column_names,
+        method_layout,
         method_name,
+        set_covariates,
     )
 
     args.method = method_name(args.method)
+    layout = method_layout(args, args.method)
     est = _estimator(args, args.method)
+    set_covariates(est, layout)
     extra = {"max_epochs": args.epochs, "device": args.device}
     for name, value in extra.items():
         if value is None:
@@ -225,9 +249,14 @@ def _fit(args):
     check_target(args.save, "--save", [args.input], args.force)
     names = column_names(args)
     if wants_cluster(args):
+        if layout is not None:
+            raise SystemExit(
+                "--scheduler and --workers fit pace on one variable; fit "
+                "several variables or covariates without them"
+            )
         fit_on_cluster(args, est, names)
         return _save_model(est, args, names)
-    data = _read_data(args, names)
+    data = _read_data(args, names, layout)
     est.set_params(grid=_parse_grid(args.grid, data.time_range))
     rank = _join_process_group(est, args.method) if _world_size() > 1 else 0
     start = time.perf_counter()
@@ -248,14 +277,26 @@ def _fit(args):
         f"{time.perf_counter() - start:.1f} s",
         file=sys.stderr,
     )
-    return _save_model(est, args, names)
+    return _save_model(est, args, names, layout)
 
 
-def _save_model(est, args, names):
-    """Save the fitted ``est`` to ``--save`` with the input's column names."""
+def _save_model(est, args, names, layout=None):
+    """Save the fitted ``est`` to ``--save`` with the input's column names.
+
+    With several variables the value columns are kept comma-separated
+    under ``value``, the variable column under ``variable`` and the
+    covariates, comma-separated, under ``covariates``.
+    """
     from fdaimpute.persistence import save
 
     columns = dict(zip(("id", "time", "value"), names))
+    if layout is not None:
+        variable, values, covariates = layout
+        columns["value"] = ",".join(values)
+        if variable is not None:
+            columns["variable"] = variable
+        if covariates:
+            columns["covariates"] = ",".join(covariates)
     try:
         save(est, args.save, metadata=columns, overwrite=args.force)
     except FileExistsError:
@@ -296,6 +337,8 @@ def impute_with_model(args):
         _parse_grid,
         _read_data,
         column_names,
+        output_names,
+        variable_layout,
         write_output,
     )
 
@@ -310,11 +353,21 @@ def impute_with_model(args):
     est, saved = _load(args.model, args.trust_model)
     name = _METHOD_OF_CLASS.get(type(est).__name__, type(est).__name__)
     names = column_names(args, saved)
-    data = _read_data(args, names)
+    several = hasattr(est, "variables_")
+    layout = variable_layout(args, saved, several=several)
+    if layout is not None and not several:
+        raise SystemExit(
+            f"--variable, --covariates and several --value columns need a model "
+            f"fitted on several variables; {args.model} holds a {name} model of "
+            "one variable"
+        )
+    data = _read_data(args, names, layout)
     grid = est.grid_ if args.grid is None else _parse_grid(args.grid, est.time_range_)
-    check_room(args.output, len(data), grid.size, 2 if args.std else 1)
+    n_variables = len(est.variables_) if several else 1
+    check_room(args.output, len(data), n_variables * grid.size, 2 if args.std else 1)
     if args.extrapolate and hasattr(est, "extrapolate"):
         est.set_params(extrapolate=True)
     start = time.perf_counter()
     label = f"the {name} model {args.model}"
+    names = output_names(names, layout)
     return write_output(args, data, grid, est, label, start, names)

@@ -20,6 +20,7 @@ from fdaimpute._core.blocks import (
     format_bytes,
     subject_blocks,
 )
+from fdaimpute._core.output import column_labels
 from fdaimpute._core.timing import phase
 from fdaimpute._io.csv_text import long_rows, wide_rows
 from fdaimpute._io.files import atomic_write
@@ -107,24 +108,29 @@ def check_room(path, n_subjects, n_grid, n_arrays):
         )
 
 
-def _wide_text(ids, grid, curves, std, id_name, header):
-    names = [f"t={t:.10g}" for t in grid]
+def _wide_text(ids, grid, curves, std, id_name, header, variables=None):
+    names = list(column_labels(grid, variables))
     if std is not None:
         names += [f"std({n})" for n in names]
         curves = np.concatenate([curves, std], axis=1)
     return wide_rows(ids, curves, [id_name, *names] if header else None)
 
 
-def _long_text(ids, grid, curves, std, names, header):
-    id_name, time_name, value_name = names
-    columns, head = [curves], [id_name, time_name, value_name]
+def _long_text(ids, grid, curves, std, names, header, variables=None):
+    id_name, time_name, value_name = names[:3]
+    head = [id_name, time_name, value_name]
+    if variables is not None:
+        head.insert(1, names[3])
+    columns = [curves]
     if std is not None:
         columns.append(std)
         head.append("std" if "std" not in names else f"{value_name}_std")
-    return long_rows(ids, grid, columns, head if header else None)
+    return long_rows(ids, grid, columns, head if header else None, variables)
 
 
-def write_curves(path, data, grid, impute, layout, names, with_std, force):
+def write_curves(
+    path, data, grid, impute, layout, names, with_std, force, variables=None
+):
     """Impute ``data`` a block of subjects at a time and write the CSV.
 
     A ``path`` ending in ``.parquet`` gets a Parquet file of the same columns
@@ -134,7 +140,7 @@ def write_curves(path, data, grid, impute, layout, names, with_std, force):
     ----------
     path : str
         The output file, written through a temporary file beside it.
-    data : IrregularData
+    data : IrregularData or MultivariateIrregularData
         The subjects, written in their order with their ids.
     grid : ndarray
         Output times.
@@ -144,13 +150,20 @@ def write_curves(path, data, grid, impute, layout, names, with_std, force):
     layout : {"wide", "long"}
         One row per subject, or per subject and grid time.
     names : tuple of str
-        The input's id, time and value column names.
+        The input's id, time and value column names (with ``variables``,
+        the variable column's name fourth).
     with_std : bool
         Whether ``impute`` returns standard deviations too.
     force : bool
         Replace an existing file.
+    variables : list of str, default=None
+        Several variables: ``impute`` returns variable-major blocks of
+        ``grid.size`` columns; the wide file names its columns
+        ``<variable>:t=<time>`` (``std(<variable>:t=<time>)``), the long
+        file has the columns id, variable, time, value (and std).
     """
-    width = grid.size * (2 if with_std else 1)
+    p = 1 if variables is None else len(variables)
+    width = p * grid.size * (2 if with_std else 1)
     parquet = is_parquet(path)
 
     def blocks():
@@ -165,16 +178,18 @@ def write_curves(path, data, grid, impute, layout, names, with_std, force):
             header = number == 0
             with phase("write"):
                 if layout == "long":
-                    text = _long_text(ids, grid, curves, std, names, header)
+                    text = _long_text(ids, grid, curves, std, names, header, variables)
                 else:
-                    text = _wide_text(ids, grid, curves, std, names[0], header)
+                    text = _wide_text(
+                        ids, grid, curves, std, names[0], header, variables
+                    )
                 data_bytes = text.encode()
             yield data_bytes
 
     def tables():
         for ids, curves, std in blocks():
             with phase("write"):
-                table = curve_table(ids, grid, curves, std, layout, names)
+                table = curve_table(ids, grid, curves, std, layout, names, variables)
             yield table
 
     try:

@@ -8,17 +8,21 @@ from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._core.ids import subject_label
 
-__all__ = ["OutputMixin", "curve_columns"]
+__all__ = ["OutputMixin", "column_labels", "curve_columns"]
 
 _OUTPUT_KEY = "_sklearn_output_config"  # the attribute sklearn.clone copies
 
 
-def _column_names(grid):
-    """``"t=<time>"`` for each grid time, as an object array."""
-    return np.asarray([f"t={t:.10g}" for t in grid], dtype=object)
+def column_labels(grid, variables=None):
+    """``"t=<time>"`` for each grid time (``"<variable>:t=<time>"`` for each
+    variable and grid time, variable-major), as an object array."""
+    times = [f"t={t:.10g}" for t in grid]
+    if variables is None:
+        return np.asarray(times, dtype=object)
+    return np.asarray([f"{v}:{t}" for v in variables for t in times], dtype=object)
 
 
-def curve_columns(ids, grid, curves, std, layout, names):
+def curve_columns(ids, grid, curves, std, layout, names, variables=None):
     """The columns of a table of curves, as the command line writes them.
 
     Parameters
@@ -34,14 +38,31 @@ def curve_columns(ids, grid, curves, std, layout, names):
         ``"std(t=<time>)"``); ``"long"``: one row per subject and grid
         time with the id, time and value names (and ``"std"``).
     names : tuple of str
-        The id, time and value column names.
+        The id, time and value column names (and, with ``variables``, the
+        variable column's name fourth).
+    variables : list of str, default=None
+        Several variables: ``curves`` and ``std`` hold variable-major
+        blocks of ``n_grid`` columns; wide columns are named
+        ``"<variable>:t=<time>"`` and long rows carry the variable in a
+        column between the id and the time.
 
     Returns
     -------
     dict
         Column name -> 1-D array, in order.
     """
-    id_name, time_name, value_name = names
+    id_name, time_name, value_name = names[:3]
+    if variables is not None and layout == "long":
+        p, g = len(variables), grid.size
+        columns = {
+            id_name: np.repeat(ids, p * g),
+            names[3]: np.tile(np.repeat(np.asarray(variables, dtype=str), g), len(ids)),
+            time_name: np.tile(grid, len(ids) * p),
+            value_name: curves.ravel(),
+        }
+        if std is not None:
+            columns[_std_name(names)] = std.ravel()
+        return columns
     if layout == "long":
         columns = {
             id_name: np.repeat(ids, grid.size),
@@ -49,13 +70,18 @@ def curve_columns(ids, grid, curves, std, layout, names):
             value_name: curves.ravel(),
         }
         if std is not None:
-            columns["std" if "std" not in names else f"{value_name}_std"] = std.ravel()
+            columns[_std_name(names)] = std.ravel()
         return columns
-    labels = _column_names(grid)
+    labels = column_labels(grid, variables)
     columns = {id_name: ids, **dict(zip(labels, curves.T))}
     if std is not None:
         columns.update(zip((f"std({n})" for n in labels), std.T))
     return columns
+
+
+def _std_name(names):
+    """The long table's standard-deviation column: ``std`` unless taken."""
+    return "std" if "std" not in names else f"{names[2]}_std"
 
 
 class OutputMixin:
@@ -69,7 +95,7 @@ class OutputMixin:
     def get_feature_names_out(self, input_features=None):
         """Names of the output columns: ``"t=<time>"`` for each grid time."""
         check_is_fitted(self, "grid_")
-        return _column_names(self.grid_)
+        return column_labels(self.grid_)
 
     def set_output(self, *, transform=None):
         """Choose the container of ``transform`` output.
@@ -110,7 +136,7 @@ class OutputMixin:
         import pandas as pd
 
         if columns is None:
-            columns = _column_names(self.grid_ if grid is None else grid)
+            columns = column_labels(self.grid_ if grid is None else grid)
         return pd.DataFrame(array, index=pd.Index(data.ids, name="id"), columns=columns)
 
     def _keep_observed(self, data, grid, curves, std=None):

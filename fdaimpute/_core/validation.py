@@ -63,8 +63,9 @@ def _refuse_multivariate(X):
         raise TypeError(
             "X holds several variables (a MultivariateIrregularData, or a long "
             "table with a 'variable' column); this imputer models one "
-            "variable: use fdaimpute.MultivariatePACEImputer, or pass "
-            "one variable (MultivariateIrregularData.variable_data)"
+            "variable: use fdaimpute.MultivariatePACEImputer (or KernelImputer "
+            "or MICEImputer, which also take several), or pass one variable "
+            "(MultivariateIrregularData.variable_data)"
         )
 
 

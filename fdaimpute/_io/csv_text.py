@@ -67,7 +67,7 @@ def wide_rows(ids, matrix, header=None):
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def long_rows(ids, times, columns, header=None):
+def long_rows(ids, times, columns, header=None, variables=None):
     """CSV text with one row per subject and time: id, time, then ``columns``.
 
     Parameters
@@ -80,18 +80,29 @@ def long_rows(ids, times, columns, header=None):
         The values written after the time (curves, standard deviations).
     header : list of str, default=None
         Column names; no header line when None.
+    variables : list of str, default=None
+        Several variables: each of ``columns`` has shape ``(n, p * G)``
+        (variable-major blocks), and the rows, one per subject, variable
+        and time, carry the variable's name between the id and the time.
 
     Returns
     -------
     str
     """
-    n, g = len(ids), np.size(times)
+    if variables is not None:
+        keys = [f"{field(i)},{field(v)}" for i in ids for v in variables]
+        return _keyed_long_rows(keys, times, columns, header)
+    return _keyed_long_rows([field(i) for i in ids], times, columns, header)
+
+
+def _keyed_long_rows(keys, times, columns, header):
+    """Rows ``key,time,column values``: ``keys[k]`` heads the k-th block of times."""
+    n, g = len(keys), np.size(times)
     table = np.empty((n * g, 1 + len(columns)))
     table[:, 0] = np.tile(np.asarray(times, dtype=np.float64), n)
     for j, column in enumerate(columns):
         table[:, 1 + j] = np.asarray(column, dtype=np.float64).ravel()
-    fields = [field(i) for i in ids]
     lines = [] if header is None else [",".join(field(h) for h in header)]
     numbers = _number_rows(table)
-    lines += [f"{fields[k // g]},{row}" if g else "" for k, row in enumerate(numbers)]
+    lines += [f"{keys[k // g]},{row}" if g else "" for k, row in enumerate(numbers)]
     return "\n".join(lines) + "\n" if lines else ""

@@ -16,6 +16,7 @@ import numpy as np
 __all__ = [
     "is_parquet",
     "long_batches",
+    "read_columns",
     "read_long",
     "read_storage",
     "require_pyarrow",
@@ -142,14 +143,32 @@ def long_batches(path, columns, batch_size):
             yield _as_frame(pa.Table.from_batches([batch]), columns[0])
 
 
-def curve_table(ids, grid, curves, std, layout, names):
+def curve_table(ids, grid, curves, std, layout, names, variables=None):
     """One block of curves as a pyarrow table (wide or long, as the CSV)."""
     import pyarrow as pa
 
     from fdaimpute._core.output import curve_columns
 
     ids = np.asarray(ids).astype(str)
-    return pa.table(curve_columns(ids, grid, curves, std, layout, names))
+    return pa.table(curve_columns(ids, grid, curves, std, layout, names, variables))
+
+
+def read_columns(path, columns):
+    """Those of ``columns`` that a Parquet file (or folder) has, as pandas.
+
+    The first of ``columns`` is the id, read as text. A column the file
+    lacks is left out, for the reader to name (with the columns it has).
+    """
+    pq = require_pyarrow("reading Parquet")
+    if os.path.isdir(path):
+        found = pq.ParquetDataset(path).schema.names
+    else:
+        found = pq.read_schema(path).names
+    present = [c for c in dict.fromkeys(columns) if c in found]
+    table = pq.read_table(path, columns=present)
+    if columns[0] in present:
+        return _as_frame(table, columns[0])
+    return table.to_pandas()
 
 
 def write_curve_blocks(path, tables, overwrite):

@@ -1,0 +1,187 @@
+"""The command line on several variables: --variable, --value a,b and --covariates."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+import fdaimpute as fi
+from fdaimpute.cli import main
+from fdaimpute.mpace import MultivariatePACEImputer
+from fdaimpute.multivariate import MultivariateIrregularData
+
+GRID = np.linspace(0.0, 1.0, 11)
+# small and fixed, so that the fits are quick
+FAST = ["--param", 'pace_params={"n_work_grid": 21}', "--param", "n_components=3"]
+FAST_PARAMS = dict(pace_params={"n_work_grid": 21}, n_components=3)
+COVARIATES = ["age", "group"]
+
+
+@pytest.fixture(scope="module")
+def long_table():
+    sim = fi.simulate.multivariate_gaussian(n=120, covariates=True, random_state=0)
+    df = sim.train.data.to_long(id="subject", time="age_at", variable="lab")
+    df["subject"] = "s" + df["subject"].astype(str)
+    return df.iloc[::-1].reset_index(drop=True)  # subjects in reverse order
+
+
+def _in_memory(data, covariates=None):
+    return MultivariatePACEImputer(
+        grid=GRID, random_state=0, covariates=covariates, **FAST_PARAMS
+    ).fit(data)
+
+
+def _run(*argv):
+    return main([str(a) for a in argv])
+
+
+COLUMNS = ["--id", "subject", "--time", "age_at"]
+
+
+def test_variable_column_and_covariates_equal_the_in_memory_fit(
+    long_table, tmp_path, capsys
+):
+    path, out = tmp_path / "labs.csv", tmp_path / "curves.csv"
+    long_table.to_csv(path, index=False)
+    code = _run(
+        "impute", path, "-o", out, "--method", "mpace", "--variable", "lab",
+        "--covariates", "age,group", "--grid", "0:1:11", "--std", *COLUMNS, *FAST,
+    )  # fmt: skip
+    assert code == 0
+    got = pd.read_csv(out)
+    data = MultivariateIrregularData.from_long(
+        long_table, "subject", "age_at", "lab", covariates=COVARIATES
+    )
+    imp = _in_memory(data, COVARIATES)
+    curves, std = imp.transform(data, return_std=True)
+    labels = [f"{v}:t={t:.10g}" for v in imp.variables_ for t in GRID]
+    assert got.columns.tolist() == ["subject", *labels, *(f"std({c})" for c in labels)]
+    assert_array_equal(got["subject"], pd.unique(long_table["subject"]))
+    assert_allclose(got[labels].to_numpy(), curves, rtol=0, atol=1e-10)
+    assert_allclose(got.iloc[:, 1 + len(labels) :].to_numpy(), std, atol=1e-10)
+    assert "3 variables" in capsys.readouterr().err
+
+
+def test_value_columns_in_long_format_equal_the_in_memory_fit(long_table, tmp_path):
+    wide = long_table.pivot_table(
+        index=["subject", "age_at"], columns="lab", values="value", sort=False
+    ).reset_index()
+    wide.columns.name = None
+    path, out = tmp_path / "labs.csv", tmp_path / "curves.csv"
+    wide.to_csv(path, index=False)
+    _run(
+        "impute", path, "-o", out, "--method", "MPACE", "--value", "x0,x1,x2",
+        "--grid", "0:1:11", "--format", "long", *COLUMNS, *FAST,
+    )  # fmt: skip
+    got = pd.read_csv(out)
+    assert got.columns.tolist() == ["subject", "variable", "age_at", "value"]
+    data = MultivariateIrregularData.from_columns(
+        wide, ["x0", "x1", "x2"], "subject", "age_at"
+    )
+    curves = _in_memory(data).transform_3d(data)  # (n, p, grid)
+    n = len(data)
+    assert_array_equal(got["subject"], np.repeat(data.ids, 3 * GRID.size))
+    assert_array_equal(got["variable"], np.tile(np.repeat(["x0", "x1", "x2"], 11), n))
+    assert_allclose(got["age_at"], np.tile(GRID, 3 * n))
+    assert_allclose(got["value"], curves.ravel(), rtol=0, atol=1e-10)
+
+
+def test_fit_save_then_impute_with_the_model_and_parquet_output(long_table, tmp_path):
+    pytest.importorskip("pyarrow")
+    path, model = tmp_path / "labs.parquet", tmp_path / "labs.fdai"
+    long_table.to_parquet(path, index=False)
+    _run(
+        "fit", path, "--save", model, "--method", "mpace", "--variable", "lab",
+        "--covariates", "age,group", "--grid", "0:1:11", *COLUMNS, *FAST,
+    )  # fmt: skip
+    new = long_table[long_table["subject"].isin(["s3", "s7", "s11"])]
+    new_path, out = tmp_path / "new.csv", tmp_path / "curves.parquet"
+    new.to_csv(new_path, index=False)
+    # the columns, the variable column and the covariates come from the model
+    _run("impute", new_path, "--model", model, "-o", out, "--std")
+    got = pd.read_parquet(out)
+    data = MultivariateIrregularData.from_long(
+        long_table, "subject", "age_at", "lab", covariates=COVARIATES
+    )
+    imp = _in_memory(data, COVARIATES)
+    subset = MultivariateIrregularData.from_long(
+        new, "subject", "age_at", "lab", covariates=COVARIATES
+    )
+    curves, std = imp.transform(subset, return_std=True)
+    labels = [f"{v}:t={t:.10g}" for v in imp.variables_ for t in GRID]
+    assert_array_equal(got["subject"], subset.ids)
+    assert_allclose(got[labels].to_numpy(), curves, rtol=0, atol=1e-10)
+    assert_allclose(got[[f"std({c})" for c in labels]].to_numpy(), std, atol=1e-10)
+    loaded = fi.BaseImputer.load(model)
+    assert loaded.covariates == COVARIATES
+    assert_allclose(loaded.transform(subset), curves, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["kernel", "mice"])
+def test_kernel_and_mice_take_several_variables(method, long_table, tmp_path):
+    path, out = tmp_path / "labs.csv", tmp_path / "curves.csv"
+    long_table.to_csv(path, index=False)
+    _run(
+        "impute", path, "-o", out, "--method", method, "--variable", "lab",
+        "--grid", "0:1:11", *COLUMNS,
+    )  # fmt: skip
+    got = pd.read_csv(out)
+    data = MultivariateIrregularData.from_long(long_table, "subject", "age_at", "lab")
+    est = fi.KernelImputer() if method == "kernel" else fi.MICEImputer(random_state=0)
+    curves = est.set_params(grid=GRID).fit(data).transform(data)
+    assert_allclose(got.drop(columns="subject").to_numpy(), curves, rtol=0, atol=1e-10)
+    assert got.columns[1] == f"{data.variables[0]}:t=0" == "x2:t=0"
+    # --covariates needs a method whose means use them
+    with pytest.raises(SystemExit, match="does not use subject covariates"):
+        _run(
+            "impute", path, "-o", out, "--force", "--method", method,
+            "--variable", "lab", "--covariates", "age", *COLUMNS,
+        )  # fmt: skip
+
+
+def _error(capsys, *argv):
+    with pytest.raises(SystemExit) as info:
+        _run(*argv)
+    return str(info.value.code) + capsys.readouterr().err
+
+
+def test_misused_flags_name_the_problem(long_table, tmp_path, capsys):
+    path, out = tmp_path / "labs.csv", tmp_path / "curves.csv"
+    long_table.to_csv(path, index=False)
+    base = ("impute", path, "-o", out, *COLUMNS)
+    message = _error(capsys, *base, "--method", "pace", "--variable", "lab")
+    assert "--variable" in message and "pace imputes one variable" in message
+    assert "mpace" in message
+    message = _error(capsys, *base, "--method", "face", "--value", "a,b")
+    assert "several --value columns" in message
+    message = _error(capsys, *base, "--method", "pace", "--covariates", "age")
+    assert "--covariates" in message and "--method mpace" in message
+    message = _error(capsys, *base, "--variable", "lab", "--value", "a,b")
+    assert "--variable lab reads one value column" in message
+    message = _error(
+        capsys, *base, "--method", "mpace", "--variable", "labs", "--grid", "5"
+    )
+    assert "'labs'" in message and "variable column" in message
+    # a covariate that changes within a subject names the subject
+    changing = long_table.copy()
+    changing.loc[changing.index[0], "age"] += 1
+    changing.to_csv(path, index=False)
+    message = _error(
+        capsys, *base, "--method", "mpace", "--variable", "lab", "--covariates",
+        "age", "--force",
+    )  # fmt: skip
+    subject = changing["subject"].iloc[0]
+    assert repr(subject) in message or subject in message
+    assert "not constant" in message
+
+
+def test_a_univariate_model_refuses_several_variables(long_table, tmp_path, capsys):
+    one = long_table[long_table["lab"] == "x1"]
+    path, model = tmp_path / "one.csv", tmp_path / "one.fdai"
+    one.to_csv(path, index=False)
+    _run("fit", path, "--save", model, "--method", "kernel", *COLUMNS)
+    message = _error(
+        capsys, "impute", path, "--model", model, "-o", tmp_path / "o.csv",
+        "--variable", "lab",
+    )  # fmt: skip
+    assert "fitted on several variables" in message

@@ -1,0 +1,204 @@
+"""KernelImputer and MICEImputer on several variables; the others refuse them."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+from sklearn.decomposition import PCA
+from sklearn.exceptions import NotFittedError
+from sklearn.pipeline import make_pipeline
+
+import fdaimpute as fi
+from fdaimpute.multivariate import MultivariateIrregularData
+
+GRID = np.linspace(0.0, 1.0, 21)
+FAST_MICE = dict(n_bins=12, max_iter=4, random_state=0)
+
+
+def _kernel():
+    return fi.KernelImputer(grid=GRID, n_bandwidths=6)
+
+
+def _mice():
+    return fi.MICEImputer(grid=GRID, **FAST_MICE)
+
+
+def _univariate(seed, n=60):
+    sim = fi.simulate.sand_paper(n=n, n_obs="8-12", random_state=seed)
+    return sim.train.data
+
+
+@pytest.fixture(scope="module")
+def two_independent():
+    """Two independent variables on the same subjects; "b" misses two subjects."""
+    a, b = _univariate(0), _univariate(1)
+    b = b.take(np.arange(2, len(b)))  # subjects 0 and 1 never measured on b
+    return a, b, MultivariateIrregularData.from_variables({"a": a, "b": b})
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """Three variables sharing their scores (x0 sparse), train and test."""
+    return fi.simulate.multivariate_gaussian(
+        n=400, split=(0.7, 0.0, 0.3), random_state=0
+    )
+
+
+@pytest.mark.parametrize("make", [_kernel, _mice])
+def test_one_variable_equals_the_univariate_fit(make):
+    data = _univariate(2)
+    one = MultivariateIrregularData.from_variables({"bmi": data})
+    multi, uni = make().fit(one), make().fit(data)
+    assert multi.variables_ == ["bmi"] and not hasattr(uni, "variables_")
+    assert_array_equal(multi.transform(one), uni.transform(data))
+    assert_array_equal(multi.derivative(one), uni.derivative(data))
+    assert_array_equal(multi.predict_at(one).values, uni.predict_at(data).values)
+    assert_array_equal(multi.mean_, uni.mean_)
+    assert_array_equal(multi.transform_3d(one)[:, 0], uni.transform(data))
+
+
+def test_kernel_smooths_each_variable_as_its_own_fit(two_independent):
+    a, b, data = two_independent
+    imp = _kernel().fit(data)
+    curves, slopes = imp.transform_3d(data), imp.derivative(data)
+    slopes = slopes.reshape(len(data), 2, GRID.size)
+    for j, alone in enumerate((a, b)):
+        uni = _kernel().fit(alone)
+        rows = np.flatnonzero(np.isin(data.ids, alone.ids))
+        assert_array_equal(curves[rows, j], uni.transform(alone))
+        assert_array_equal(slopes[rows, j], uni.derivative(alone))
+        assert imp.variable_imputers_[j].bandwidth_ == uni.bandwidth_
+    # a subject never measured on b gets b's mean curve
+    assert_array_equal(curves[:2, 1], np.tile(imp.variable_imputers_[1].mean_, (2, 1)))
+    values = imp.predict_at(data)
+    on_b = data.variable == 1
+    assert_array_equal(values.values[on_b], _kernel().fit(b).predict_at(b).values)
+
+
+def test_mice_fills_a_variable_from_the_others(shared):
+    train, test, truth = shared.train.data, shared.test.data, shared.test.truth
+    multi = _mice().set_params(grid=shared.grid).fit(train)
+    curves = multi.transform_3d(test)
+    sparse, rows = test.variable_data(0)  # 2-4 observations per subject
+    uni = _mice().set_params(grid=shared.grid).fit(train.variable_data(0)[0])
+    err_multi = np.mean((curves[rows, 0] - truth[rows, 0]) ** 2)
+    err_uni = np.mean((uni.transform(sparse) - truth[rows, 0]) ** 2)
+    assert err_multi < 0.7 * err_uni
+    # the chain regresses bins of one variable on bins of the others
+    n0 = multi.variable_bin_centres_[0].size
+    own = multi.chain_bins_ < n0
+    assert (multi.chain_predictors_[own] >= n0).any()
+
+
+def test_mice_imputes_a_variable_never_observed_from_the_others(shared):
+    train, test, truth = shared.train.data, shared.test.data, shared.test.truth
+    imp = _mice().set_params(grid=shared.grid).fit(train)
+    hidden = test.take(np.arange(len(test)))
+    keep = hidden.variable != 0
+    hidden = MultivariateIrregularData(
+        hidden.times[keep],
+        hidden.values[keep],
+        hidden.variable[keep],
+        np.concatenate([[0], np.cumsum(hidden.counts[:, 1:].sum(axis=1))]),
+        hidden.variables,
+        hidden.ids,
+    )
+    curves = imp.transform_3d(hidden)[:, 0]
+    mean_only = np.mean((imp.mean_[: shared.grid.size] - truth[:, 0]) ** 2)
+    assert np.mean((curves - truth[:, 0]) ** 2) < 0.5 * mean_only
+
+
+@pytest.mark.parametrize("make", [_kernel, _mice])
+def test_save_load_round_trip(make, two_independent, tmp_path):
+    _, _, data = two_independent
+    imp = make().fit(data)
+    path = tmp_path / "model.fdai"
+    imp.save(path)
+    back = type(imp).load(path)
+    assert back.variables_ == imp.variables_
+    assert_array_equal(back.transform(data), imp.transform(data))
+    assert_array_equal(back.derivative(data), imp.derivative(data))
+
+
+@pytest.mark.parametrize("make", [_kernel, _mice])
+def test_estimator_contract_on_several_variables(make, two_independent):
+    _, _, data = two_independent
+    imp = make()
+    with pytest.raises(NotFittedError):
+        imp.transform(data)
+    assert imp.fit(data) is imp
+    first = imp.transform(data)
+    assert first.shape == (len(data), 2 * GRID.size)
+    assert_array_equal(clone(imp).fit(data).transform(data), first)  # idempotent
+    names = imp.get_feature_names_out()
+    assert names[0] == "a:t=0" and names[GRID.size] == "b:t=0"
+    # the long frame with a variable column reads the same
+    assert_array_equal(make().fit(data.to_long()).transform(data), first)
+    # variables in another order are matched by name
+    swapped = MultivariateIrregularData.from_long(data.to_long().iloc[::-1])
+    assert swapped.variables.tolist() == ["b", "a"]
+    order = [swapped.ids.tolist().index(i) for i in data.ids]
+    assert_allclose(imp.transform(swapped)[order], first, rtol=0, atol=1e-12)
+    with pytest.raises(NotImplementedError, match="uncertainty"):
+        imp.transform(data, return_std=True)
+    with pytest.raises(TypeError, match="fitted on several variables"):
+        imp.transform(data.variable_data("a")[0])
+    frame = clone(imp).set_output(transform="pandas").fit(data).transform(data)
+    assert frame.columns.names == ["variable", "time"]
+    assert_array_equal(frame["b"].to_numpy(), first[:, GRID.size :])
+    assert_array_equal(frame.index, data.ids)
+    pipe = make_pipeline(clone(imp), PCA(n_components=2)).fit(data)
+    assert pipe.transform(data).shape == (len(data), 2)
+    # a later fit on one variable forgets the several
+    imp.fit(data.variable_data("a")[0])
+    assert not hasattr(imp, "variables_")
+    with pytest.raises(TypeError, match="fitted on one variable"):
+        imp.transform(data)
+
+
+@pytest.mark.parametrize("make", [_kernel, _mice])
+def test_keep_observed_and_unknown_variables(make, two_independent):
+    _, _, data = two_independent
+    imp = make().set_params(keep_observed=True).fit(data)
+    row = 2
+    own = slice(data.offsets[row], data.offsets[row + 1])
+    times, variable, values = data.times[own], data.variable[own], data.values[own]
+    grid = np.unique(times)  # every observation of the subject is on the grid
+    curves = imp.transform(data, grid=grid)
+    plain = clone(imp).set_params(keep_observed=False).fit(data)
+    smoothed = plain.transform(data, grid=grid)
+    cols = variable * grid.size + np.searchsorted(grid, times)
+    assert_array_equal(curves[row, cols], values)
+    assert not np.allclose(smoothed[row, cols], values)
+    untouched = np.setdiff1d(np.arange(curves.shape[1]), cols)
+    assert_array_equal(curves[row, untouched], smoothed[row, untouched])
+    other = data.to_long()
+    other["variable"] = other["variable"].replace({"b": "c"})
+    with pytest.raises(ValueError, match=r"\['c'\] were not seen in fit"):
+        imp.transform(other)
+
+
+_OTHERS = ["PACEImputer", "FACEImputer", "MFPCAImputer", "AutoImputer"]
+_NEURAL = ["GAINImputer", "CNPImputer", "VTImputer", "SANDImputer"]
+
+
+@pytest.mark.parametrize("name", _OTHERS + _NEURAL)
+def test_every_other_imputer_refuses_several_variables(name, two_independent):
+    if name in _NEURAL:
+        pytest.importorskip("torch")
+    _, _, data = two_independent
+    imp = getattr(fi, name)()
+    for X in (data, data.to_long()):
+        with pytest.raises(TypeError, match="holds several variables"):
+            imp.fit(X)
+    assert not hasattr(imp, "grid_")
+
+
+def test_frames_without_a_variable_column_stay_univariate():
+    data = _univariate(3)
+    frame = data.to_long()
+    assert isinstance(frame, pd.DataFrame)
+    imp = _kernel().fit(frame)
+    assert not hasattr(imp, "variables_")
+    assert imp.transform(frame).shape == (len(data), GRID.size)
