@@ -259,12 +259,13 @@ def _ridge(row):
     return "layer" if row["smoothing"] is None else f"{row['smoothing']:g}"
 
 
-def table(rows, n, variants=None):
+def table(rows, n, variants=None, seeds=None):
     """Markdown table at ``n``: per sparsity and variant, VT and SAND over seeds.
 
-    Means over the seeds both models have; a ratio column gives the mean of
-    the per-seed ratios SAND / VT and their range.
+    Means over the seeds both models have (of ``seeds``, if given); a ratio
+    column gives the mean of the per-seed ratios SAND / VT and their range.
     """
+    rows = [r for r in rows if r["n"] == n and (seeds is None or r["seed"] in seeds)]
     by_key = {(r["n_i"], r["seed"], r["variant"], r["model"]): r for r in rows}
     present = [r["variant"] for r in rows if r["n"] == n and r["model"] == "SAND"]
     variants = [v for v in (variants or VARIANTS) if v in present]
@@ -420,6 +421,12 @@ def main(argv=None):
     parts = ["Rows from:\n\n" + "\n".join(f"- `{c}`" for c in commands)]
     for n in sizes:
         parts.append(f"### n = {n:,}\n\n{table(rows, n)}\n\n{oracle_table(rows, n)}")
+        seeds = {r["seed"] for r in rows if r["n"] == n and r["model"] == "SAND"}
+        if len(seeds) > 1 and 0 in seeds:
+            parts.append(
+                f"Seed 0 alone at n = {n:,}, where every variant was run:"
+                f"\n\n{table(rows, n, seeds={0})}"
+            )
     body = "\n\n".join(parts)
     print(body)
     if args.write:
