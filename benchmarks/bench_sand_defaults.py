@@ -424,7 +424,7 @@ def main(argv=None):
         seeds = {r["seed"] for r in rows if r["n"] == n and r["model"] == "SAND"}
         if len(seeds) > 1 and 0 in seeds:
             parts.append(
-                f"Seed 0 alone at n = {n:,}, where every variant was run:"
+                f"Seed 0 alone at n = {n:,} (the same draws for every variant):"
                 f"\n\n{table(rows, n, seeds={0})}"
             )
     body = "\n\n".join(parts)
