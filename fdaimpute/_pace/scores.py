@@ -253,7 +253,8 @@ def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
     the basis at its ``m`` visible times) and ``w_K = sum_{k<=K} lambda_k
     phi_h[k] beta_k``. ``S_K^{-1}`` follows from ``S_{K-1}^{-1}`` by the
     Sherman-Morrison formula: ``p`` updates of ``m x m`` matrices instead of
-    a ``p x p`` factorisation per subject.
+    a ``p x p`` factorisation per subject; ``w_K`` of every hidden point is
+    updated along with it.
 
     Parameters
     ----------
@@ -280,8 +281,16 @@ def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
     inverse = np.zeros((m, m, g))
     inverse[np.arange(m), np.arange(m)] = 1.0 / sigma2
     solved = r / sigma2  # S_K^{-1} r
-    z = np.empty((p, m, g))
     update = np.empty((m, m, g))
+    # hidden slot h of each subject (slots past its count are zero and dropped)
+    slot = np.arange(counts_new.max(initial=0))[:, None]
+    valid = slot < counts_new
+    rows = np.where(valid, starts_new + slot, 0)
+    phi = basis_new[rows]  # (h, g, p)
+    phi[~valid] = 0.0
+    phi = np.ascontiguousarray(phi.transpose(2, 0, 1)) * lam[:, None, None]
+    w = np.zeros((slot.size, m, g))  # w_K of every hidden slot
+    pred = np.empty((p, slot.size, g))
     for k in range(p):
         beta = columns[k]
         u = np.einsum("ijg,jg->ig", inverse, beta)
@@ -289,17 +298,9 @@ def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
         np.multiply(u[:, None], (u / denom)[None], out=update)
         inverse -= update
         solved = solved - u * (np.einsum("ig,ig->g", u, r) / denom)
-        z[k] = solved
-    z = z.transpose(2, 0, 1)  # (g, p, m)
-    weighted = np.swapaxes(basis, 1, 2) * lam[:, None]  # lambda_k beta_k, (g, p, m)
-    for m_new in np.unique(counts_new):
-        if m_new == 0:
-            continue
-        sel = np.flatnonzero(counts_new == m_new)
-        idx = starts_new[sel][:, None] + np.arange(m_new)
-        phi = basis_new[idx]  # (s, m_new, p)
-        w = np.cumsum(phi[..., None] * weighted[sel][:, None], axis=2)
-        out[idx] = np.einsum("shkm,skm->shk", w, z[sel])
+        w += phi[k][:, None] * beta
+        pred[k] = np.einsum("hmg,mg->hg", w, solved)
+    out[rows[valid]] = pred.transpose(1, 2, 0)[valid]
 
 
 def _forward_substitution(chol, rhs):
