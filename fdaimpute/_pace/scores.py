@@ -306,19 +306,20 @@ def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
 def _forward_substitution(chol, rhs):
     """Solve ``L x = rhs`` for a batch of lower-triangular ``L``, row by row.
 
-    The batch is moved to the last axis first: each row's step is then a
-    pass with a long contiguous inner loop (over the ``(g, p, c)`` layout
-    its inner loops have length ``c``, and the solve runs about 1.7 times
-    slower); the sums are the same, in the same order.
+    The batch is on the last axis of the right-hand sides and of each row
+    of ``L`` as it is used: every step is then a pass with a long contiguous
+    inner loop (over the ``(g, p, c)`` layout its inner loops have length
+    ``c``, and the solve runs about 1.4 times slower); the sums are the
+    same, in the same order.
     """
-    lower = np.ascontiguousarray(chol.transpose(1, 2, 0))  # (p, p, g)
     right = np.ascontiguousarray(rhs.transpose(1, 2, 0))  # (p, c, g)
     out = np.empty_like(right)
-    for j in range(lower.shape[0]):
+    for j in range(chol.shape[1]):
         acc = right[j]
         if j:
-            acc = acc - np.einsum("kg,kcg->cg", lower[j, :j], out[:j])
-        out[j] = acc / lower[j, j]
+            row = chol[:, j, :j].T.copy()  # (j, g)
+            acc = acc - np.einsum("kg,kcg->cg", row, out[:j])
+        out[j] = acc / chol[:, j, j]
     return out.transpose(2, 0, 1)
 
 
