@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._linalg import chunks_by_count, group_by_count, run_tasks
+from fdaimpute._linalg import (
+    CHUNK_SUBJECTS,
+    chunks_by_count,
+    group_by_count,
+    run_tasks,
+)
 
 
 def posterior_scores(
@@ -82,12 +87,14 @@ def posterior_scores(
     full = None
     if time_index is not None:
         full = (basis * lam) @ basis.T
-    for rows, obs in group_by_count(offsets):
+
+    def solve(rows, obs, jitter):
+        # each task writes the rows of its own subjects only
         ti = obs if time_index is None else time_index[obs]
         b = basis[ti]  # (g, m, p)
         r = resid[obs]  # (g, m)
         m = obs.shape[1]
-        if woodbury and m > p and sigma2 > 0:
+        if jitter is None:
             # Woodbury: (Phi^T Phi + sigma2 Lambda^-1)^-1 Phi^T r, p x p systems
             a = np.swapaxes(b, 1, 2) @ b
             a[:, np.arange(p), np.arange(p)] += sigma2 / lam
@@ -103,13 +110,11 @@ def posterior_scores(
                 # Sigma^-1 Phi Lambda = Phi (Phi^T Phi + sigma2 Lambda^-1)^-1
                 weights = b @ sol[:, :, 1 : q + 1]
                 cross[rows] = np.swapaxes(rest_basis[ti], 1, 2) @ weights
-            continue
+            return
         if full is None:
             sigma = (b * lam) @ np.swapaxes(b, 1, 2)
         else:
             sigma = full[ti[:, :, None], ti[:, None, :]]
-        trace = np.trace(sigma, axis1=1, axis2=2).max() if len(rows) else 0.0
-        jitter = max(sigma2, 1e-10 * max(trace, 1e-300) / m)
         sigma[:, np.arange(m), np.arange(m)] += jitter
         blq = b[..., :q] * lam[:q]
         rhs = np.concatenate([r[..., None], blq], axis=2) if with_cov else r[..., None]
@@ -119,6 +124,22 @@ def posterior_scores(
             cov[rows] = np.diag(lam[:q]) - np.swapaxes(blq, 1, 2) @ sol[..., 1:]
         if cross is not None:
             cross[rows] = np.swapaxes(rest_basis[ti], 1, 2) @ sol[..., 1:]
+
+    # the jitter of a count's systems is set by the largest trace among all
+    # of them, before they are cut into pieces for the threads
+    diagonal = np.einsum("tp,tp,p->t", basis, basis, lam)  # diag of Phi Lambda Phi^T
+    tasks = []
+    for rows, obs in group_by_count(offsets):
+        m = obs.shape[1]
+        jitter = None
+        if not (woodbury and m > p and sigma2 > 0):
+            ti = obs if time_index is None else time_index[obs]
+            trace = diagonal[ti].sum(axis=1).max() if len(rows) else 0.0
+            jitter = max(sigma2, 1e-10 * max(trace, 1e-300) / m)
+        for start in range(0, rows.size, CHUNK_SUBJECTS):
+            piece = slice(start, start + CHUNK_SUBJECTS)
+            tasks.append((rows[piece], obs[piece], jitter))
+    run_tasks(solve, tasks)
     if cross is not None:
         return mean, cov, cross
     if with_cov:
