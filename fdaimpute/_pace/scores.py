@@ -255,8 +255,10 @@ def cumulative_predictions(
 #: The held-out predictions of every ``K`` come from the recursion in
 #: observation space for subjects with ``m`` visible points when ``m`` times
 #: this is at most ``p`` (it costs ``p m^2`` per subject against the ``p^3 / 3``
-#: of the ``p x p`` Cholesky factor; on 3,000 subjects with ``p = 50`` it is
-#: 3.7 times faster at ``m = 3``, 1.5 times at ``m = 8``, slower from ``m = 12``).
+#: of the ``p x p`` Cholesky factor; on 3,000 subjects with ``p = 50`` it was
+#: 3.7 times faster at ``m = 3``, 1.5 times at ``m = 8``, slower from ``m = 12``,
+#: when it ran with the subjects on the first axis; it is faster now, and the
+#: crossover has not been measured again).
 OBSERVATION_SPACE_RATIO = 5
 #: Least ``sigma2 / lambda_1`` for that recursion (it starts from
 #: ``I / sigma2``; below this, rounding could grow with ``lambda_1 / sigma2``).
@@ -295,8 +297,8 @@ def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
     basis_new, starts_new, counts_new = hidden
     g, m, p = basis.shape
     # subjects on the last axis: every step below is an elementwise pass
-    # with a long contiguous inner loop (on (g, m, m) the inner loops have
-    # length m, and the passes run two to three times slower)
+    # with a long contiguous inner loop (on (g, m, m) NumPy's inner loops
+    # would have length m)
     columns = np.ascontiguousarray(basis.transpose(2, 1, 0))  # beta_k: (p, m, g)
     r = np.ascontiguousarray(resid.T)  # (m, g)
     inverse = np.zeros((m, m, g))
@@ -329,9 +331,8 @@ def _forward_substitution(chol, rhs):
 
     The batch is on the last axis of the right-hand sides and of each row
     of ``L`` as it is used: every step is then a pass with a long contiguous
-    inner loop (over the ``(g, p, c)`` layout its inner loops have length
-    ``c``, and the solve runs about 1.4 times slower); the sums are the
-    same, in the same order.
+    inner loop (over the ``(g, p, c)`` layout NumPy's inner loops would have
+    length ``c``); the sums are the same, in the same order.
     """
     right = np.ascontiguousarray(rhs.transpose(1, 2, 0))  # (p, c, g)
     out = np.empty_like(right)
