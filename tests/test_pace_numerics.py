@@ -111,3 +111,48 @@ def test_woodbury_and_direct_scores_agree():
     direct = posterior_scores(*args, with_cov=True, woodbury=False)
     for a, b in zip(fast, direct):
         assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("sigma2", [0.1, 0.0])
+@pytest.mark.parametrize("time_index", [False, True])
+def test_scores_do_not_depend_on_how_subjects_are_cut_for_threads(
+    monkeypatch, sigma2, time_index
+):
+    """Pieces of a few subjects give what one piece gives, bit for bit.
+
+    Without noise the systems' jitter comes from the largest trace of all
+    subjects with that count, not of the piece a subject lands in.
+    """
+    from fdaimpute._pace import scores as scores_module
+
+    rng = np.random.default_rng(2)
+    counts = rng.integers(1, 8, 40)  # some above p (Woodbury), some below
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    lam = np.array([1.0, 0.5, 0.2, 0.1, 0.05])
+    n_obs = offsets[-1]
+    if time_index:
+        basis = rng.standard_normal((12, lam.size))
+        index = rng.integers(0, 12, n_obs)
+        basis[index[:3]] *= 50.0  # a few large traces
+    else:
+        basis = rng.standard_normal((n_obs, lam.size))
+        basis[:3] *= 50.0
+        index = None
+    rest = rng.standard_normal((basis.shape[0], 2))
+    resid = rng.standard_normal(n_obs)
+    args = (resid, basis, offsets, lam, sigma2)
+    kwargs = dict(n_scores=3, with_cov=True, time_index=index, rest_basis=rest)
+    whole = posterior_scores(*args, **kwargs)
+    monkeypatch.setattr(scores_module, "CHUNK_SUBJECTS", 2)
+    pieces = posterior_scores(*args, **kwargs)
+    for a, b in zip(whole, pieces):
+        np.testing.assert_array_equal(a, b)
+    if sigma2 == 0:
+        return  # singular systems: the jitter decides, no known answer
+    # and the scores are the conditional expectation, subject by subject
+    for i in range(counts.size):
+        obs = np.arange(offsets[i], offsets[i + 1])
+        b = basis[obs if index is None else index[obs]]
+        sigma = (b * lam) @ b.T + sigma2 * np.eye(obs.size)
+        want = (b[:, :3] * lam[:3]).T @ np.linalg.solve(sigma, resid[obs])
+        assert_allclose(whole[0][i], want, rtol=1e-6, atol=1e-8)
