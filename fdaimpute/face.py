@@ -6,9 +6,11 @@ import numpy as np
 
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import Interval, Options
+from fdaimpute._core.validation import check_spread_over_time
 from fdaimpute._face.fit import fit_face
 from fdaimpute._fpca.spline_bands import held_out_bands
 from fdaimpute._fpca.spline_predict import SplineModelPredictor
+from fdaimpute._fpca.splines import check_basis_sizes
 from fdaimpute._numerics.linalg import one_blas_thread
 from fdaimpute._numerics.noise_difference import difference_estimate_or_none
 from fdaimpute.base import BaseImputer
@@ -225,22 +227,16 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
     # ------------------------------------------------------------------ #
     def _check_combination(self):
         """The checks that involve several parameters (each is declared alone)."""
-        for name in ("n_basis", "n_basis_mean"):
-            value = getattr(self, name)
-            least = max(self.degree + 1, self.penalty_order + 1)
-            if value < least:
-                raise ValueError(
-                    f"FACEImputer: {name}={value} is too small for degree="
-                    f"{self.degree} and penalty_order={self.penalty_order}; "
-                    f"it must be at least {least}"
-                )
+        check_basis_sizes(
+            "FACEImputer",
+            {"n_basis": self.n_basis, "n_basis_mean": self.n_basis_mean},
+            max(self.degree + 1, self.penalty_order + 1),
+            f"degree={self.degree} and penalty_order={self.penalty_order}",
+        )
 
     def _fit(self, data):
         self._check_combination()
-        if np.unique(data.times).size < 2:
-            raise ValueError(
-                "all training observations are at one time; cannot fit a curve"
-            )
+        check_spread_over_time(data.time_range, "cannot fit a curve")
         options = {name: getattr(self, name) for name in _OPTIONS}
         if options["lambda_cov"] == "auto":
             small = len(data) < AUTO_CV_SUBJECTS

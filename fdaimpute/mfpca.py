@@ -6,8 +6,10 @@ import numpy as np
 
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import Interval, Options
+from fdaimpute._core.validation import check_spread_over_time
 from fdaimpute._fpca.spline_bands import held_out_bands
 from fdaimpute._fpca.spline_predict import SplineModelPredictor
+from fdaimpute._fpca.splines import check_basis_sizes
 from fdaimpute._mfpca.fit import fit_mfpca
 from fdaimpute._numerics.linalg import one_blas_thread
 from fdaimpute.base import BaseImputer
@@ -206,17 +208,13 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         self.keep_observed = keep_observed
 
     def _fit(self, data):
-        for name in ("n_basis", "n_basis_mean"):
-            value = getattr(self, name)
-            if value != "auto" and value < max(self.degree + 1, 3):
-                raise ValueError(
-                    f"MFPCAImputer: {name}={value} is too small for degree="
-                    f"{self.degree}; it must be at least {max(self.degree + 1, 3)}"
-                )
-        if np.unique(data.times).size < 2:
-            raise ValueError(
-                "all training observations are at one time; cannot fit a curve"
-            )
+        check_basis_sizes(
+            "MFPCAImputer",
+            {"n_basis": self.n_basis, "n_basis_mean": self.n_basis_mean},
+            max(self.degree + 1, 3),
+            f"degree={self.degree}",
+        )
+        check_spread_over_time(data.time_range, "cannot fit a curve")
         options = {name: getattr(self, name) for name in _OPTIONS}
         times, values = self._standardise(data)
         with one_blas_thread():

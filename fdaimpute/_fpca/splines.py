@@ -90,3 +90,25 @@ def unvech(theta, c):
     out = np.zeros((c, c))
     out[np.triu_indices(c)] = theta
     return out + np.triu(out, 1).T
+
+
+def check_basis_sizes(owner, sizes, least, why):
+    """Raise a ValueError naming the basis size below ``least``.
+
+    Parameters
+    ----------
+    owner : str
+        The imputer's class name, for the message.
+    sizes : dict of str to int or "auto"
+        The basis-size parameters by name (``"auto"`` is not checked).
+    least : int
+        The smallest size the spline degree (and penalty) allow.
+    why : str
+        The parameters that set ``least``, e.g. ``"degree=3"``.
+    """
+    for name, value in sizes.items():
+        if value != "auto" and value < least:
+            raise ValueError(
+                f"{owner}: {name}={value} is too small for {why}; "
+                f"it must be at least {least}"
+            )
