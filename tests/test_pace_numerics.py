@@ -123,7 +123,7 @@ def test_scores_do_not_depend_on_how_subjects_are_cut_for_threads(
     Without noise the systems' jitter comes from the largest trace of all
     subjects with that count, not of the piece a subject lands in.
     """
-    from fdaimpute._pace import scores as scores_module
+    from fdaimpute._fpca import scores as scores_module
 
     rng = np.random.default_rng(2)
     counts = rng.integers(1, 8, 40)  # some above p (Woodbury), some below
