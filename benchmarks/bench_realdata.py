@@ -12,12 +12,22 @@ in the same split (paired, so the split-to-split variation cancels), and fit
 seconds. With ``--n-subjects`` each split first draws that many subjects at
 random (small-data rows).
 
+Raw per-split scores are saved after every split (``--save-rows``), so a long
+run can be stopped and its splits kept; ``--split-start`` lets several
+processes run different splits of one table (on one GPU, say), and
+``--load-rows`` pools the splits of all files before it summarises. For the
+networks with a base the saved scores include the gate's decision: the best
+epoch, and the comparison of that epoch with the base (gain, z, signed-rank
+p-value; :class:`fdaimpute.nn.Trainer`'s ``start_gain``).
+
 Usage::
 
     python benchmarks/bench_realdata.py --datasets framingham --epochs 40
     python benchmarks/bench_realdata.py --n-subjects 250 --save-rows a.json
     python benchmarks/bench_realdata.py --load-rows a.json b.json --write
     python benchmarks/bench_realdata.py --load-rows c.json --section other --write
+    python benchmarks/bench_realdata.py --datasets uk-30 --methods PACE SAND \\
+        --device cuda --max-time 180 --splits 1 --split-start 3 --save-rows s3.json
 """
 
 from __future__ import annotations
@@ -47,8 +57,28 @@ DATASETS = {
 
 
 def _neural(cls, args, **extra):
-    epochs = {} if args.epochs is None else {"max_epochs": args.epochs}
-    return cls(random_state=args.seed, **epochs, **extra)
+    options = {} if args.epochs is None else {"max_epochs": args.epochs}
+    if args.device is not None:
+        options["device"] = args.device
+    if args.max_time is not None:
+        options["max_time"] = args.max_time
+    if args.no_calibration:
+        # the bands' cross-fitted networks: no effect on the curves scored
+        options["calibration_folds"] = None
+    return cls(random_state=args.seed, **options, **extra)
+
+
+def _training_record(est):
+    """What a network's training did, and the base gate's decision."""
+    if not hasattr(est, "best_epoch_"):
+        return {}
+    gain = getattr(est, "start_gain_", None)
+    return {
+        "best_epoch": int(est.best_epoch_),
+        "epochs": int(est.n_epochs_),
+        "stop": est.stop_reason_,
+        "gate": None if gain is None else [float(g) for g in gain],
+    }
 
 
 METHODS = {
@@ -92,10 +122,22 @@ def one_split(data, split, args):
             "tv": float(np.mean(np.abs(np.diff(curves, axis=1)).sum(axis=1))),
             "seconds": seconds,
             "kept_base": getattr(est, "best_epoch_", 0) == -1,
+            **_training_record(est),
         }
+        gate = scores[method].get("gate")
         print(
             f"  split {split} {method:<13} MSE {1000 * scores[method]['mse']:.3f} "
-            f"TV {scores[method]['tv']:.3f} {seconds:.0f} s",
+            f"TV {scores[method]['tv']:.3f} {seconds:.0f} s"
+            + (
+                f" epochs {scores[method]['epochs']}"
+                if "epochs" in scores[method]
+                else ""
+            )
+            + (
+                ""
+                if gate is None
+                else " gate gain/z/p " + " ".join(f"{g:.3g}" for g in gate)
+            ),
             flush=True,
         )
     return scores, len(data)
@@ -122,8 +164,9 @@ def summarize(name, n, splits, methods):
             "fit s": f"{np.mean([s[method]['seconds'] for s in splits]):.0f}",
             "kept base": "",
         }
-        if "PACE" in splits[0]:
-            ratio = [s[method]["mse"] / s["PACE"]["mse"] for s in splits]
+        paired = [s for s in splits if "PACE" in s]
+        if paired:
+            ratio = [s[method]["mse"] / s["PACE"]["mse"] for s in paired]
             row["MSE / PACE"] = "{:.3f} ({:.3f})".format(*_mean_se(ratio))
         if "base" in method:
             kept = sum(s[method]["kept_base"] for s in splits)
@@ -132,14 +175,40 @@ def summarize(name, n, splits, methods):
     return rows
 
 
+def _pooled_split_rows(runs):
+    """Rows summarised from the raw splits of every run that saved them.
+
+    Runs that saved the same data set and split (different methods, or
+    different processes) are pooled; a method's summary uses the splits
+    where it ran, and its ratio to PACE those where both ran.
+    """
+    pooled = {}
+    for run in runs:
+        for name, saved in run.get("splits", {}).items():
+            data = pooled.setdefault(name, {"n": saved["n"], "splits": {}})
+            for split, scores in saved["scores"].items():
+                for method, score in scores.items():
+                    data["splits"].setdefault(split, {}).setdefault(method, score)
+    rows = []
+    for name, data in pooled.items():
+        splits = [data["splits"][k] for k in sorted(data["splits"], key=int)]
+        methods = [m for m in METHODS if any(m in s for s in splits)]
+        for method in methods:
+            have = [s for s in splits if method in s]
+            rows += summarize(name, data["n"], have, [method])
+    return rows
+
+
 def _merge_rows(runs):
     """The runs' rows, one per data set and method, in the order of the tables.
 
     Splits are seeded by their index, so a method run twice on a data set
     (PACE beside every later run, for the paired ratio) gives the same row;
-    the first is kept.
+    the first is kept. Runs with raw splits are pooled first.
     """
     merged = {}
+    for row in _pooled_split_rows(runs):
+        merged.setdefault((row["data"], row["method"]), row)
     for run in runs:
         for row in run["rows"]:
             merged.setdefault((row["data"], row["method"]), row)
@@ -155,6 +224,27 @@ def main(argv=None):
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument(
+        "--split-start",
+        dest="split_start",
+        type=int,
+        default=0,
+        help="index of the first split (splits are seeded by their index)",
+    )
+    parser.add_argument("--device", default=None, help="the networks' device")
+    parser.add_argument(
+        "--max-time",
+        dest="max_time",
+        type=float,
+        default=None,
+        help="seconds of epochs per network fit",
+    )
+    parser.add_argument(
+        "--no-calibration",
+        dest="no_calibration",
+        action="store_true",
+        help="skip the networks' cross-fitted band calibration (curves unchanged)",
+    )
     parser.add_argument("--n-subjects", dest="n_subjects", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
@@ -174,23 +264,22 @@ def main(argv=None):
         runs = [json.loads(Path(p).read_text()) for p in args.load_rows]
     else:
         start = time.perf_counter()
-        rows = []
+        run = {
+            "rows": [],
+            "splits": {},
+            "command": "python " + " ".join(sys.argv),
+            "machine": machine(),
+        }
         for name in args.datasets:
             data = DATASETS[name]()
-            results = [one_split(data, s, args) for s in range(args.splits)]
-            n = results[0][1]
-            rows += summarize(name, n, [r[0] for r in results], args.methods)
-            print(markdown_table(rows, COLUMNS), flush=True)
-        runs = [
-            {
-                "rows": rows,
-                "command": "python " + " ".join(sys.argv),
-                "machine": machine(),
-                "minutes": (time.perf_counter() - start) / 60,
-            }
-        ]
-        if args.save_rows:
-            Path(args.save_rows).write_text(json.dumps(runs[0], indent=1))
+            for split in range(args.split_start, args.split_start + args.splits):
+                scores, n = one_split(data, split, args)
+                saved = run["splits"].setdefault(name, {"n": n, "scores": {}})
+                saved["scores"][str(split)] = scores
+                run["minutes"] = (time.perf_counter() - start) / 60
+                if args.save_rows:
+                    Path(args.save_rows).write_text(json.dumps(run, indent=1))
+        runs = [run]
     rows = _merge_rows(runs)
     table = markdown_table(rows, COLUMNS)
     print(table)

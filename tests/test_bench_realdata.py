@@ -51,3 +51,39 @@ def test_splits_are_reproducible_and_pace_ratio_is_one():
     kernel_ratio = float(rows[0]["MSE / PACE"].split()[0])
     expected = np.mean([s["Kernel"]["mse"] / s["PACE"]["mse"] for s in once])
     assert abs(kernel_ratio - expected) < 1e-3
+
+
+def _score(mse):
+    return {"mse": mse, "tv": 1.0, "seconds": 1.0, "kept_base": False}
+
+
+def test_splits_of_several_processes_are_pooled_before_summarising():
+    # two processes ran different splits; a third ran PACE again on split 0
+    first = {
+        "rows": [],
+        "splits": {
+            "uk-30": {
+                "n": 9,
+                "scores": {"0": {"PACE": _score(2.0), "SAND": _score(1.0)}},
+            }
+        },
+    }
+    second = {
+        "rows": [],
+        "splits": {
+            "uk-30": {
+                "n": 9,
+                "scores": {"1": {"PACE": _score(4.0), "SAND": _score(3.0)}},
+            }
+        },
+    }
+    third = {
+        "rows": [],
+        "splits": {"uk-30": {"n": 9, "scores": {"0": {"PACE": _score(99.0)}}}},
+    }
+    rows = {r["method"]: r for r in br._merge_rows([first, second, third])}
+    # the first run's split 0 is kept; two splits pooled per method
+    assert rows["PACE"]["MSE x1000"].startswith("3000.000")
+    ratio = float(rows["SAND"]["MSE / PACE"].split()[0])
+    assert abs(ratio - np.mean([1.0 / 2.0, 3.0 / 4.0])) < 1e-3
+    assert rows["SAND"]["MSE x1000"].startswith("2000.000")
