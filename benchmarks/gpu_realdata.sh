@@ -50,7 +50,7 @@ done
 stamp "fits started: $JOBS"
 
 if [ "${RUN_TESTS:-1}" = 1 ]; then
-    XDIST=$($PY -c "import xdist" 2>/dev/null && echo "-n 2")
+    XDIST=$($PY -c "import xdist" 2>/dev/null && echo "-n 3")
     # shellcheck disable=SC2086
     timeout "$LIMIT" $PY -m pytest -q -p no:cacheprovider -rfEs $XDIST \
         tests/test_neural.py tests/test_nn.py tests/test_norms.py \
