@@ -92,3 +92,10 @@ DATASETS = {
     "uk-8-12-100": _uk(100),
     "uk-8-12-250": _uk(250),
 }
+
+#: Whole UK electricity tables (5,494 households): where one held-out draw
+#: already hides thousands of points. Scored by name only, not by default.
+LARGE_DATASETS = {
+    f"uk-{name}-all": (lambda level=level: fi.datasets.load_uk_electricity(level).data)
+    for name, level in (("30", "dense"), ("8-12", "sparse"), ("3-5", "ssparse"))
+}

@@ -68,17 +68,26 @@ def _neural(cls, args, **extra):
     return cls(random_state=args.seed, **options, **extra)
 
 
-def _training_record(est):
-    """What a network's training did, and the base gate's decision."""
+def _training_record(est, held_out_mse):
+    """What a network's training did, and the base gate's decision.
+
+    With a base, ``base_mse`` is the held-out error of the network's own
+    base (``base_``: PACE fitted on the network's training subjects, with
+    its own cross-validation draw), so that the network's part of the mix
+    is judged apart from the base's own fit.
+    """
     if not hasattr(est, "best_epoch_"):
         return {}
     gain = getattr(est, "start_gain_", None)
-    return {
+    record = {
         "best_epoch": int(est.best_epoch_),
         "epochs": int(est.n_epochs_),
         "stop": est.stop_reason_,
         "gate": None if gain is None else [float(g) for g in gain],
     }
+    if getattr(est, "base_", None) is not None:
+        record["base_mse"] = held_out_mse(est.base_)
+    return record
 
 
 METHODS = {
@@ -99,7 +108,17 @@ METHODS = {
     "VT+base": lambda a: _neural(fi.VTImputer, a, base="pace"),
     "SAND+base": lambda a: _neural(fi.SANDImputer, a, base="pace"),
 }
-COLUMNS = ["data", "n", "method", "MSE x1000", "MSE / PACE", "TV", "fit s", "kept base"]
+COLUMNS = [
+    "data",
+    "n",
+    "method",
+    "MSE x1000",
+    "MSE / PACE",
+    "MSE / own base",
+    "TV",
+    "fit s",
+    "kept base",
+]
 
 
 def one_split(data, split, args):
@@ -109,20 +128,24 @@ def one_split(data, split, args):
         data = data.take(np.sort(rng.choice(len(data), args.n_subjects, replace=False)))
     visible, hidden, rows = split_held_out(data, 0.2, min_keep=2, random_state=split)
     times = np.split(hidden.times, hidden.offsets[1:-1])
+
+    def held_out_mse(est):
+        pred = np.concatenate(est.predict_at(visible[rows], times))
+        return float(np.mean((pred - hidden.values) ** 2))
+
     scores = {}
     for method in args.methods:
         est = METHODS[method](args)
         start = time.perf_counter()
         est.fit(visible)
         seconds = time.perf_counter() - start
-        pred = np.concatenate(est.predict_at(visible[rows], times))
         curves = est.transform(visible)
         scores[method] = {
-            "mse": float(np.mean((pred - hidden.values) ** 2)),
+            "mse": held_out_mse(est),
             "tv": float(np.mean(np.abs(np.diff(curves, axis=1)).sum(axis=1))),
             "seconds": seconds,
             "kept_base": getattr(est, "best_epoch_", 0) == -1,
-            **_training_record(est),
+            **_training_record(est, held_out_mse),
         }
         gate = scores[method].get("gate")
         print(
@@ -171,6 +194,13 @@ def summarize(name, n, splits, methods):
         if "base" in method:
             kept = sum(s[method]["kept_base"] for s in splits)
             row["kept base"] = f"{kept}/{len(splits)}"
+            own = [
+                s[method]["mse"] / s[method]["base_mse"]
+                for s in splits
+                if "base_mse" in s[method]
+            ]
+            if own:
+                row["MSE / own base"] = "{:.3f} ({:.3f})".format(*_mean_se(own))
         rows.append(row)
     return rows
 

@@ -52,7 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import machine, markdown_table, write_section  # noqa: E402
-from _smalldata import DATASETS  # noqa: E402
+from _smalldata import DATASETS, LARGE_DATASETS  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 from fdaimpute.metrics import split_held_out  # noqa: E402
@@ -171,7 +171,7 @@ def observation_noise(est, times):
 
 def run_dataset(name, args):
     """Per-fit rows of every method on one data set."""
-    data = DATASETS[name]()
+    data = {**DATASETS, **LARGE_DATASETS}[name]()
     out = []
     for split in range(args.first_split, args.first_split + args.splits):
         visible, hidden, rows = split_held_out(
@@ -247,7 +247,13 @@ def summarize(rows):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=list(DATASETS),
+        choices=[*DATASETS, *LARGE_DATASETS],
+        metavar="NAME",
+    )
     parser.add_argument(
         "--methods", nargs="+", default=[m for m in METHODS if m != "Auto-refit"]
     )

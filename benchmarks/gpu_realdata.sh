@@ -11,8 +11,9 @@
 # DEVICE=cpu N_SUBJECTS=120 MAX_TIME=5 RUN_TESTS=0 bash benchmarks/gpu_realdata.sh
 # checks the script itself on a machine without a GPU, in a few minutes.
 #
-# Each process saves its splits as they finish ($OUT/rows/*.json); pool them
-# with `python benchmarks/bench_realdata.py --load-rows $OUT/rows/*.json`.
+# Each process saves its splits as they finish ($OUT/rows/*.json, packed with
+# the logs into $OUT/gpu_realdata.tgz at the end); pool them with
+# `python benchmarks/bench_realdata.py --load-rows rows/*.json`.
 set -u
 OUT=${OUT:-/tmp/gpu_realdata}
 mkdir -p "$OUT/rows" "$OUT/logs"
@@ -66,9 +67,11 @@ nvidia-smi >"$OUT/nvidia_smi_during_fits.txt" 2>&1
 wait
 stamp fits done
 $PY benchmarks/bench_realdata.py --load-rows "$OUT"/rows/*.json >"$OUT/table.txt" 2>&1
+# one archive: the device tool returns only a few files
+tar czf "$OUT/gpu_realdata.tgz" -C "$OUT" rows logs && rm -rf "$OUT/rows" "$OUT/logs"
 for f in timeline env tests table; do
     echo "=== $f"
     tail -n 30 "$OUT/$f.txt" 2>/dev/null
 done
 echo "=== gate"
-grep -h "gate gain" "$OUT"/logs/*.txt | head -40
+tar xzf "$OUT/gpu_realdata.tgz" -O --wildcards 'logs/*' | grep "gate gain" | head -40

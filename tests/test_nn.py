@@ -304,10 +304,13 @@ def test_sand_start_smooths_more_as_its_ridge_grows():
     # each larger ridge leaves rough input rougher by less...
     assert all(b < 0.8 * a for a, b in zip(rough, rough[1:]))
     assert rough[-1] < 0.01 * second_difference(noise)
-    # ...and a slow curve a little less well: passed nearly intact at the
-    # start's ridge, within 10% of its energy at the largest
-    assert all(b > a for a, b in zip(error, error[1:]))
-    assert error[RIDGES.index(AUTO_START)] < 1e-3 and error[-1] < 0.1
+    # ...and a slow curve a little less well: passed nearly intact up to the
+    # start's ridge, within 10% of its energy at the largest. Below the start
+    # the errors (~1e-5 of the energy) are at float32's rounding on some
+    # platforms, so only their size is asserted there.
+    start = RIDGES.index(AUTO_START)
+    assert all(b > a for a, b in zip(error[start:], error[start + 1 :]))
+    assert max(error[: start + 1]) < 1e-3 and error[-1] < 0.1
 
 
 def _smoothing_trainer(smoothing, **options):
