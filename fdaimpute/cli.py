@@ -4,28 +4,35 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import sys
 import time
 
 import numpy as np
 
+from fdaimpute._cli.inputs import (
+    column_names,
+    method_layout,
+    output_names,
+    parse_grid,
+    read_data,
+)
+from fdaimpute._cli.messages import cli_message
+from fdaimpute._cli.methods import (
+    build_estimator,
+    method_factories,
+    method_name,
+    set_covariates,
+)
 from fdaimpute._cli.model import (
     add_data_options,
     add_fit_command,
     add_method_options,
     impute_with_model,
 )
-from fdaimpute._cli.output import check_room, check_target, write_curves
-from fdaimpute._cli.params import check_params, collect_params, parse_value
-from fdaimpute._core.blocks import check_output_fits, format_bytes
+from fdaimpute._cli.output import check_room, check_target, write_output
 from fdaimpute._core.timing import phase, recording
-from fdaimpute._io.parquet import is_parquet
 
 __all__ = ["main"]
-
-_parse_value = parse_value  # its name before it moved; the tests import it
 
 DESCRIPTION = """\
 fdaimpute turns sparse, irregular, noisy measurements (a few per subject, at
@@ -51,147 +58,6 @@ _BASELINES = ("mice", "gain", "cnp")
 #: Not fitted by ``demo`` unless named: auto fits the others again to
 #: choose; mpace is for several variables (the demo simulates one).
 _NOT_IN_DEMO = _BASELINES + ("auto", "mpace")
-#: Methods that impute several variables (--variable, several --value columns).
-MULTIVARIATE_METHODS = ("mpace", "kernel", "mice")
-#: Methods that read their input as several variables even when it holds one.
-ALWAYS_MULTIVARIATE = ("mpace",)
-#: Methods whose means use subject covariates (--covariates).
-COVARIATE_METHODS = ("mpace",)
-
-
-def _method_factories():
-    """Name -> (description, factory(grid, random_state, quick))."""
-    from fdaimpute.auto import AutoImputer
-    from fdaimpute.kernel import KernelImputer
-
-    methods = {
-        "auto": (
-            "the best of pace, face, mfpca and kernel on held-out points",
-            lambda grid, seed, quick: AutoImputer(grid=grid, random_state=seed),
-        ),
-        "kernel": (
-            "per-subject local-linear smoothing shrunk to the mean",
-            lambda grid, seed, quick: KernelImputer(grid=grid),
-        ),
-    }
-    try:
-        from fdaimpute.pace import PACEImputer
-    except ImportError:
-        pass
-    else:
-        methods["pace"] = (
-            "functional PCA by conditional expectation (PACE)",
-            lambda grid, seed, quick: PACEImputer(grid=grid, random_state=seed),
-        )
-    try:
-        from fdaimpute.face import FACEImputer
-    except ImportError:
-        pass
-    else:
-        methods["face"] = (
-            "fast covariance estimation (FACE): spline covariance, PACE's predictor",
-            lambda grid, seed, quick: FACEImputer(grid=grid),
-        )
-    try:
-        from fdaimpute.mfpca import MFPCAImputer
-    except ImportError:
-        pass
-    else:
-        methods["mfpca"] = (
-            "reduced-rank functional PCA by maximum likelihood (mFPCA)",
-            lambda grid, seed, quick: MFPCAImputer(grid=grid),
-        )
-    try:
-        from fdaimpute.gain import GAINImputer
-    except ImportError:
-        pass
-    else:
-        methods["gain"] = (
-            "generative adversarial imputation (GAIN) on binned times (torch)",
-            lambda grid, seed, quick: GAINImputer(
-                grid=grid, random_state=seed, **({"max_iter": 500} if quick else {})
-            ),
-        )
-    try:
-        from fdaimpute.cnp import CNPImputer
-    except ImportError:
-        pass
-    else:
-        methods["cnp"] = (
-            "conditional neural process (CNP), a baseline (torch)",
-            lambda grid, seed, quick: CNPImputer(
-                grid=grid, random_state=seed, **({"max_epochs": 30} if quick else {})
-            ),
-        )
-    try:
-        from fdaimpute.mpace import MultivariatePACEImputer
-    except ImportError:
-        pass
-    else:
-        methods["mpace"] = (
-            "multivariate PACE: several variables sharing components, covariates",
-            lambda grid, seed, quick: MultivariatePACEImputer(
-                grid=grid, random_state=seed
-            ),
-        )
-    try:
-        from fdaimpute.mice import MICEImputer
-    except ImportError:
-        pass
-    else:
-        methods["mice"] = (
-            "chained equations on binned times (a baseline)",
-            lambda grid, seed, quick: MICEImputer(grid=grid, random_state=seed),
-        )
-    try:
-        from fdaimpute.neural import SANDImputer, VTImputer
-    except ImportError:
-        pass
-    else:
-        quick_kw = {"max_epochs": 30}
-        methods["vt"] = (
-            "transformer imputer, started from PACE (torch)",
-            lambda grid, seed, quick: VTImputer(
-                grid=grid, random_state=seed, **(quick_kw if quick else {})
-            ),
-        )
-        methods["sand"] = (
-            "transformer + self-attention on derivatives, started from PACE (torch)",
-            lambda grid, seed, quick: SANDImputer(
-                grid=grid, random_state=seed, **(quick_kw if quick else {})
-            ),
-        )
-    return methods
-
-
-def _parse_grid(text, time_range):
-    """``"101"`` -> 101 points over the data's range; ``"a:b:n"`` -> linspace."""
-    parts = text.split(":")
-    try:
-        if len(parts) == 1:
-            n = int(parts[0])
-            lo, hi = time_range
-        elif len(parts) == 3:
-            lo, hi, n = float(parts[0]), float(parts[1]), int(parts[2])
-        else:
-            raise ValueError
-    except ValueError:
-        raise SystemExit(
-            f"--grid must be a number of points (101) or start:stop:points "
-            f"(0:1:101), got {text!r}"
-        ) from None
-    if n < 2:
-        raise SystemExit(f"--grid needs at least 2 points, got {n}")
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        raise SystemExit(f"--grid needs finite start and stop, got {text!r}")
-    try:
-        check_output_fits(1, n, what="grid")
-    except ValueError:
-        raise SystemExit(
-            f"--grid {text}: {n:,} points need {format_bytes(8 * n)} of memory for "
-            "the grid alone, more than is available; give fewer points"
-        ) from None
-    return np.linspace(lo, hi, n)
 
 
 def _demo(args):
@@ -201,7 +67,7 @@ def _demo(args):
     import fdaimpute as fi
     from fdaimpute.plotting import plot_curves
 
-    methods = _method_factories()
+    methods = method_factories()
     default = [m for m in methods if m not in _NOT_IN_DEMO]
     chosen = (
         [m.strip().lower() for m in args.methods.split(",")]
@@ -296,257 +162,6 @@ def _most_accurate(results, bands):
     return min(with_band)[1] if with_band else None
 
 
-_FLAG_HINTS = (
-    # (the library's advice, the flag that does it, words of errors it fixes)
-    (
-        r"pass duplicates=['\"]average['\"]",
-        "--duplicates average",
-        ("duplicate", "two observations at", "repeated time"),
-    ),
-    (r"pass extrapolate=True", "--extrapolate", ("extrapolat", "training times span")),
-)
-#: The class behind each --method name.
-_METHOD_OF_CLASS = {
-    "KernelImputer": "kernel",
-    "PACEImputer": "pace",
-    "FACEImputer": "face",
-    "MFPCAImputer": "mfpca",
-    "MICEImputer": "mice",
-    "GAINImputer": "gain",
-    "VTImputer": "vt",
-    "SANDImputer": "sand",
-    "CNPImputer": "cnp",
-    "MultivariatePACEImputer": "mpace",
-}
-# A keyword argument in the library's advice: name=True, name='text', name=0.5
-_KEYWORD = re.compile(
-    r"(?<![-\w.])([a-z][a-z0-9_]*)=('[^']*'|\"[^\"]*\"|True|False|None|-?\d[\w.+-]*)"
-)
-_JSON_WORDS = {"True": "true", "False": "false", "None": "null"}
-
-
-def _as_param(match):
-    name, value = match.groups()
-    if name == "return_std":
-        return "--std"
-    if name == "extrapolate" and value == "True":
-        return "--extrapolate"
-    value = _JSON_WORDS.get(value, value.strip("'\""))
-    return f"--param {name}={value}"
-
-
-def _as_method(match):
-    method = _METHOD_OF_CLASS.get(match.group(2))
-    if method is None:
-        return match.group(0)
-    return f"{match.group(1)}--method {method}" if match.group(1) else method
-
-
-def _cli_message(message):
-    """The library's message in the command line's words: flags, not Python.
-
-    Advice to pass a keyword becomes the flag that does it (``--duplicates
-    average``, ``--extrapolate``, ``--param name=value``), and a class name
-    the ``--method`` that picks it.
-    """
-    message = re.sub(r"^[A-Za-z]+Imputer: ", "", message)
-    for advice, flag, words in _FLAG_HINTS:
-        message, n = re.subn(advice, f"rerun with {flag}", message)
-        related = any(word in message.lower() for word in words)
-        if n == 0 and related and flag not in message:
-            message = f"{message} (rerun with {flag})"
-    message = _KEYWORD.sub(_as_param, message)
-    return re.sub(r"\b(use )?([A-Z][A-Za-z]*Imputer)\b", _as_method, message)
-
-
-def column_names(args, saved=None):
-    """The input's id, time and value columns: the flags, else ``saved``, else
-    ``id``, ``time`` and ``value``."""
-    saved = saved or {}
-    return tuple(
-        getattr(args, key) or saved.get(key) or key for key in ("id", "time", "value")
-    )
-
-
-def _split_names(text):
-    """``"a, b"`` -> ``["a", "b"]``; nothing -> ``[]``."""
-    return [name.strip() for name in (text or "").split(",") if name.strip()]
-
-
-def variable_layout(args, saved=None, *, several=False):
-    """The command line's variables and covariates, or None for one variable.
-
-    ``--variable COLUMN`` names the column holding each row's variable
-    (the values then in the one ``--value`` column); several
-    comma-separated ``--value`` columns hold one variable each (NaN where
-    not measured); ``--covariates A,B`` names subject covariates. Flags
-    missing from the command line are taken from ``saved`` (a model's
-    columns).
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The command line.
-    saved : dict, default=None
-        Column names a model file keeps.
-    several : bool, default=False
-        Read the input as several variables even when it has one value
-        column and no variable column (a method that takes several).
-
-    Returns
-    -------
-    tuple or None
-        ``(variable column or None, value columns, covariate columns)``;
-        None when the input holds one variable and no covariates and
-        ``several`` is False.
-    """
-    saved = saved or {}
-    variable = getattr(args, "variable", None) or saved.get("variable")
-    values = _split_names(args.value or saved.get("value") or "value")
-    covariates = _split_names(
-        getattr(args, "covariates", None) or saved.get("covariates")
-    )
-    if variable is None and len(values) == 1 and not covariates and not several:
-        return None
-    if variable is not None and len(values) > 1:
-        raise SystemExit(
-            f"--variable {variable} reads one value column (--value), got "
-            f"{', '.join(values)}; give several --value columns (one per "
-            "variable) or --variable, not both"
-        )
-    return variable, values, covariates
-
-
-def check_layout(layout, method):
-    """Exit when ``method`` cannot take the variables or covariates asked for."""
-    if layout is None:
-        return
-    variable, values, covariates = layout
-    if (variable is not None or len(values) > 1) and method not in (
-        MULTIVARIATE_METHODS
-    ):
-        given = "--variable" if variable is not None else "several --value columns"
-        raise SystemExit(
-            f"{given}: --method {method} imputes one variable; use a method that "
-            f"takes several ({', '.join(MULTIVARIATE_METHODS)})"
-        )
-    if covariates and method not in COVARIATE_METHODS:
-        raise SystemExit(
-            f"--covariates: --method {method} does not use subject covariates; "
-            f"use {' or '.join(f'--method {m}' for m in COVARIATE_METHODS)}"
-        )
-
-
-def output_names(names, layout):
-    """The output's id, time, value (and variable) column names."""
-    if layout is None:
-        return names
-    variable, values, _ = layout
-    value = values[0] if variable is not None else "value"
-    return (names[0], names[1], value, variable or "variable")
-
-
-def _read_table(path, columns):
-    """The ``columns`` of the CSV or Parquet file that it has (ids as text)."""
-    from fdaimpute._core.frames import require_pandas
-    from fdaimpute._io.csv_options import read_options
-
-    if is_parquet(path):
-        from fdaimpute._io.parquet import read_columns
-
-        return read_columns(path, columns)
-    pd = require_pandas("reading a CSV")
-    wanted = set(columns)
-    return pd.read_csv(
-        path, **read_options({"usecols": lambda c: c in wanted}, columns[0], pd)
-    )
-
-
-def _read_variables(path, names, layout, duplicates):
-    """The input as MultivariateIrregularData (raises ValueError or TypeError)."""
-    from fdaimpute.multivariate import MultivariateIrregularData
-
-    id_name, time_name, _ = names
-    variable, values, covariates = layout
-    wanted = [id_name, time_name, *([variable] if variable else []), *values]
-    df = _read_table(path, wanted + covariates)
-    if len(df) == 0:
-        raise ValueError(
-            f"{path} has no observations (a header and no rows); it needs one "
-            f"row per observation with columns {', '.join(wanted)}"
-        )
-    options = dict(covariates=covariates or None, duplicates=duplicates)
-    if variable is not None:
-        return MultivariateIrregularData.from_long(
-            df, id_name, time_name, variable, values[0], **options
-        )
-    return MultivariateIrregularData.from_columns(
-        df, values, id_name, time_name, **options
-    )
-
-
-def _read_data(args, names=None, layout=None):
-    """The input of ``args.input`` as IrregularData, or MultivariateIrregularData
-    for a ``layout`` of several variables (exits with the reason)."""
-    import fdaimpute as fi
-
-    id_name, time_name, value_name = names or column_names(args)
-    try:
-        if layout is not None:
-            data = _read_variables(
-                args.input, (id_name, time_name, value_name), layout, args.duplicates
-            )
-            return _reported(data)
-        read = fi.IrregularData.read_csv
-        if is_parquet(args.input):
-            read = fi.IrregularData.read_parquet
-        data = read(
-            args.input,
-            id=id_name,
-            time=time_name,
-            value=value_name,
-            duplicates=args.duplicates,
-        )
-    except (ValueError, TypeError, OSError, ImportError) as exc:
-        raise SystemExit(
-            f"cannot read {args.input}: {_cli_message(str(exc))}"
-        ) from None
-    return _reported(data)
-
-
-def _reported(data):
-    if os.environ.get("RANK", "0") == "0":  # once under torchrun
-        print(f"Read {data}", file=sys.stderr)
-    return data
-
-
-def method_name(text):
-    """A --method value, case-insensitive; exits naming the valid ones."""
-    method = text.strip().lower()
-    methods = _method_factories()
-    if method not in methods:
-        raise SystemExit(
-            f"unknown method {text!r}; available: {', '.join(sorted(methods))}"
-        )
-    return method
-
-
-def _estimator(args, method):
-    """The method's estimator with the command line's settings (grid to set)."""
-    method = method_name(method)
-    params = collect_params(args)
-    factory = _method_factories()[method][1]
-    check_params(factory(None, args.seed, False), params, method)
-    est = factory(None, args.seed, False)
-    names = est.get_params()
-    if "extrapolate" in names:
-        est.set_params(extrapolate=args.extrapolate)
-    if "verbose" in names:
-        est.set_params(verbose=True)
-    est.set_params(**params)
-    return est
-
-
 def _impute(args):
     start = time.perf_counter()
     with recording() as seconds:
@@ -561,29 +176,16 @@ def _impute(args):
     return code
 
 
-def method_layout(args, method):
-    """The variables and covariates ``method`` reads (checked), or None for one."""
-    layout = variable_layout(args, several=method in ALWAYS_MULTIVARIATE)
-    check_layout(layout, method)
-    return layout
-
-
-def set_covariates(est, layout):
-    """Give ``est`` the layout's covariates (a method that takes them)."""
-    if layout is not None and layout[2]:
-        est.set_params(covariates=list(layout[2]))
-
-
 def _impute_recorded(args):
     with phase("import"):
         method = method_name(args.method or "auto")
         layout = method_layout(args, method)
-        est = _estimator(args, method)
+        est = build_estimator(args, method)
         set_covariates(est, layout)
     check_target(args.output, "-o", [args.input], args.force)
     with phase("read"):
-        data = _read_data(args, layout=layout)
-    grid = _parse_grid(args.grid or "101", data.time_range)
+        data = read_data(args, layout=layout)
+    grid = parse_grid(args.grid or "101", data.time_range)
     n_variables = 1 if layout is None else data.n_variables
     check_room(args.output, len(data), n_variables * grid.size, 2 if args.std else 1)
     est.set_params(grid=grid)
@@ -592,43 +194,9 @@ def _impute_recorded(args):
         with phase("fit"):
             est.fit(data)
     except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
-        raise SystemExit(f"{method}: {_cli_message(str(exc))}") from None
+        raise SystemExit(f"{method}: {cli_message(str(exc))}") from None
     names = output_names(column_names(args), layout)
     return write_output(args, data, grid, est, method, start, names)
-
-
-def write_output(args, data, grid, est, label, start, names):
-    """Impute ``data`` with the fitted ``est`` on ``grid`` and write the curves.
-
-    The curves are computed and written a block of subjects at a time (see
-    :func:`fdaimpute._cli.output.write_curves`).
-    """
-
-    def impute(part):
-        try:
-            return est.transform(part, grid=grid, return_std=args.std)
-        except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
-            raise SystemExit(f"{label}: {_cli_message(str(exc))}") from None
-
-    variables = getattr(est, "variables_", None)
-    write_curves(
-        args.output,
-        data,
-        grid,
-        impute,
-        args.format,
-        names,
-        args.std,
-        args.force,
-        None if variables is None else [str(v) for v in variables],
-    )
-    print(
-        f"Imputed {len(data)} curves with {label} in "
-        f"{time.perf_counter() - start:.1f} s",
-        file=sys.stderr,
-    )
-    print(f"Wrote {args.output}", file=sys.stderr)
-    return 0
 
 
 def build_parser():

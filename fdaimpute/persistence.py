@@ -154,10 +154,9 @@ def save(estimator, path, *, allow_pickle=False, metadata=None, overwrite=True):
     --------
     load : read it back.
     """
-    from fdaimpute._io.model_tree import class_key
-    from fdaimpute.base import BaseImputer
+    from fdaimpute._io.model_tree import class_key, is_imputer_class
 
-    if not isinstance(estimator, BaseImputer):
+    if not is_imputer_class(type(estimator)):
         raise TypeError(
             f"only fdaimpute imputers can be saved, got a {type(estimator).__name__}"
         )
@@ -358,10 +357,13 @@ def load(path, cls=None, *, allow_pickle=False):
     TypeError
         If the file holds an instance of another class than ``cls``.
     """
-    from fdaimpute.base import BaseImputer
+    from fdaimpute._io.model_tree import is_imputer_class
 
-    want = BaseImputer if cls is None else cls
     shown = os.fspath(path)
+    wanted = "BaseImputer" if cls is None else cls.__name__
+
+    def is_wanted(found):
+        return is_imputer_class(found) if cls is None else issubclass(found, cls)
 
     def check(header):
         stored = _stored_class(header)
@@ -378,8 +380,8 @@ def load(path, cls=None, *, allow_pickle=False):
                 f"{shown} is corrupted: {header['class']!r} is not one of "
                 "fdaimpute's imputers"
             )
-        if stored is not None and not issubclass(stored, want):
-            raise TypeError(f"{shown} holds a {stored.__name__}, not a {want.__name__}")
+        if stored is not None and not is_wanted(stored):
+            raise TypeError(f"{shown} holds a {stored.__name__}, not a {wanted}")
 
     header, payload = _read(path, check)
     written_by = header.get("fdaimpute")
@@ -394,8 +396,8 @@ def load(path, cls=None, *, allow_pickle=False):
     obj = _decode(header, payload, shown) if header["encoding"] == "data" else None
     if obj is None:
         obj = pickle.loads(payload)
-    if not isinstance(obj, want):
-        raise TypeError(f"{shown} holds a {type(obj).__name__}, not a {want.__name__}")
+    if not is_wanted(type(obj)):
+        raise TypeError(f"{shown} holds a {type(obj).__name__}, not a {wanted}")
     return obj
 
 

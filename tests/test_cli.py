@@ -4,7 +4,8 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 import fdaimpute as fi
-from fdaimpute.cli import _parse_value, main
+from fdaimpute._cli.params import parse_value
+from fdaimpute.cli import main
 from fdaimpute.persistence import load
 
 
@@ -230,8 +231,8 @@ def test_method_mice(long_csv, tmp_path):
     ],
 )
 def test_param_values_are_json_or_text(text, value):
-    assert _parse_value(text) == value
-    assert type(_parse_value(text)) is type(value)
+    assert parse_value(text) == value
+    assert type(parse_value(text)) is type(value)
 
 
 def test_params_from_flags_and_file(long_csv, tmp_path):
@@ -602,9 +603,9 @@ def test_method_names_ignore_case_and_std_help_names_the_banded_methods(
     ],
 )
 def test_library_advice_becomes_flags(message, expected):
-    from fdaimpute.cli import _cli_message
+    from fdaimpute._cli.messages import cli_message
 
-    got = _cli_message(message)
+    got = cli_message(message)
     if "does not estimate" in message:
         expected = "kernel does not estimate uncertainty; use --method pace"
     assert got == expected

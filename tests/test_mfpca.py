@@ -302,7 +302,7 @@ def test_a_given_rank_and_basis_are_fitted_once(rank_two):
 
 
 def test_the_cli_offers_it():
-    from fdaimpute.cli import _method_factories
+    from fdaimpute._cli.methods import method_factories
 
-    _, factory = _method_factories()["mfpca"]
+    _, factory = method_factories()["mfpca"]
     assert isinstance(factory(None, 0, False), MFPCAImputer)

@@ -12,6 +12,9 @@ import contextlib
 import sys
 import time
 
+from fdaimpute._cli.inputs import parse_grid
+from fdaimpute._cli.messages import cli_message
+
 __all__ = ["add_cluster_options", "fit_on_cluster", "wants_cluster"]
 
 
@@ -87,7 +90,6 @@ def read_frame(path, names):
 
 def fit_on_cluster(args, est, names):
     """Fit ``est`` (PACE) on the input on a Dask cluster; return the seconds."""
-    from fdaimpute.cli import _cli_message
 
     if args.method != "pace":
         raise SystemExit(
@@ -104,9 +106,7 @@ def fit_on_cluster(args, est, names):
             frame = read_frame(args.input, names)
             est.fit_dask(frame, *names, duplicates=args.duplicates)
         except (ValueError, TypeError, OSError, ArithmeticError) as exc:
-            raise SystemExit(
-                f"pace on {args.input}: {_cli_message(str(exc))}"
-            ) from None
+            raise SystemExit(f"pace on {args.input}: {cli_message(str(exc))}") from None
     print(
         f"Fitted pace on {est.n_subjects_fit_} subjects in "
         f"{time.perf_counter() - start:.1f} s",
@@ -115,6 +115,5 @@ def fit_on_cluster(args, est, names):
 
 
 def _explicit_grid(text):
-    from fdaimpute.cli import _parse_grid
 
-    return _parse_grid(text, (0.0, 1.0))  # start:stop:points needs no range
+    return parse_grid(text, (0.0, 1.0))  # start:stop:points needs no range

@@ -9,6 +9,17 @@ import threading
 import time
 
 from fdaimpute._cli.cluster import add_cluster_options, fit_on_cluster, wants_cluster
+from fdaimpute._cli.inputs import (
+    column_names,
+    method_layout,
+    output_names,
+    parse_grid,
+    read_data,
+    variable_layout,
+)
+from fdaimpute._cli.messages import METHOD_OF_CLASS, cli_message
+from fdaimpute._cli.methods import build_estimator, method_name, set_covariates
+from fdaimpute._cli.output import check_room, check_target, write_output
 
 __all__ = [
     "add_data_options",
@@ -222,21 +233,10 @@ def _rendezvous_timeout():
 
 
 def _fit(args):
-    from fdaimpute._cli.output import check_target
-    from fdaimpute.cli import (
-        _cli_message,
-        _estimator,
-        _parse_grid,
-        _read_data,
-        column_names,
-        method_layout,
-        method_name,
-        set_covariates,
-    )
 
     args.method = method_name(args.method)
     layout = method_layout(args, args.method)
-    est = _estimator(args, args.method)
+    est = build_estimator(args, args.method)
     set_covariates(est, layout)
     extra = {"max_epochs": args.epochs, "device": args.device}
     for name, value in extra.items():
@@ -256,14 +256,14 @@ def _fit(args):
             )
         fit_on_cluster(args, est, names)
         return _save_model(est, args, names)
-    data = _read_data(args, names, layout)
-    est.set_params(grid=_parse_grid(args.grid, data.time_range))
+    data = read_data(args, names, layout)
+    est.set_params(grid=parse_grid(args.grid, data.time_range))
     rank = _join_process_group(est, args.method) if _world_size() > 1 else 0
     start = time.perf_counter()
     try:
         est.fit(data)
     except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
-        raise SystemExit(f"{args.method}: {_cli_message(str(exc))}") from None
+        raise SystemExit(f"{args.method}: {cli_message(str(exc))}") from None
     finally:
         if _world_size() > 1:
             import torch.distributed as dist
@@ -331,16 +331,6 @@ def _load(path, trust):
 
 def impute_with_model(args):
     """``fdaimpute impute FILE --model MODEL``: transform with a saved imputer."""
-    from fdaimpute._cli.output import check_room, check_target
-    from fdaimpute.cli import (
-        _METHOD_OF_CLASS,
-        _parse_grid,
-        _read_data,
-        column_names,
-        output_names,
-        variable_layout,
-        write_output,
-    )
 
     if args.method is not None:
         raise SystemExit("give --method (fit on the input) or --model, not both")
@@ -351,7 +341,7 @@ def impute_with_model(args):
         )
     check_target(args.output, "-o", [args.input, args.model], args.force)
     est, saved = _load(args.model, args.trust_model)
-    name = _METHOD_OF_CLASS.get(type(est).__name__, type(est).__name__)
+    name = METHOD_OF_CLASS.get(type(est).__name__, type(est).__name__)
     names = column_names(args, saved)
     several = hasattr(est, "variables_")
     layout = variable_layout(args, saved, several=several)
@@ -361,8 +351,8 @@ def impute_with_model(args):
             f"fitted on several variables; {args.model} holds a {name} model of "
             "one variable"
         )
-    data = _read_data(args, names, layout)
-    grid = est.grid_ if args.grid is None else _parse_grid(args.grid, est.time_range_)
+    data = read_data(args, names, layout)
+    grid = est.grid_ if args.grid is None else parse_grid(args.grid, est.time_range_)
     n_variables = len(est.variables_) if several else 1
     check_room(args.output, len(data), n_variables * grid.size, 2 if args.std else 1)
     if args.extrapolate and hasattr(est, "extrapolate"):

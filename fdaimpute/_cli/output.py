@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+import time
 
 import numpy as np
 
+from fdaimpute._cli.messages import cli_message
 from fdaimpute._core.blocks import (
     check_output_fits,
     format_bytes,
@@ -206,3 +209,37 @@ def write_curves(
             f"ran out of memory while writing {path} (nothing was written); "
             "give a coarser --grid"
         ) from None
+
+
+def write_output(args, data, grid, est, label, start, names):
+    """Impute ``data`` with the fitted ``est`` on ``grid`` and write the curves.
+
+    The curves are computed and written a block of subjects at a time (see
+    :func:`fdaimpute._cli.output.write_curves`).
+    """
+
+    def impute(part):
+        try:
+            return est.transform(part, grid=grid, return_std=args.std)
+        except (ValueError, TypeError, NotImplementedError, ArithmeticError) as exc:
+            raise SystemExit(f"{label}: {cli_message(str(exc))}") from None
+
+    variables = getattr(est, "variables_", None)
+    write_curves(
+        args.output,
+        data,
+        grid,
+        impute,
+        args.format,
+        names,
+        args.std,
+        args.force,
+        None if variables is None else [str(v) for v in variables],
+    )
+    print(
+        f"Imputed {len(data)} curves with {label} in "
+        f"{time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+    )
+    print(f"Wrote {args.output}", file=sys.stderr)
+    return 0

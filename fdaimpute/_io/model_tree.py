@@ -94,6 +94,12 @@ def resolve(key):
     return getattr(importlib.import_module(module), name), kind
 
 
+def is_imputer_class(cls):
+    """Whether ``cls`` derives from fdaimpute's ``BaseImputer`` (by name: this
+    layer does not import the imputers)."""
+    return any((c.__module__, c.__name__) == _BASE_IMPUTER for c in cls.__mro__)
+
+
 def class_key(cls):
     """The :data:`CLASSES` key of ``cls``, or None when it is not in the table."""
     key = _BY_LOCATION.get((cls.__module__, cls.__qualname__))
@@ -225,8 +231,7 @@ def _describe(value):
         "numpy"
     ):
         return f"a numpy {cls.__name__}"
-    # by name: this layer does not import the imputers
-    if any((c.__module__, c.__name__) == _BASE_IMPUTER for c in cls.__mro__):
+    if is_imputer_class(cls):
         return f"a {name}, a subclass of an fdaimpute imputer"
     if hasattr(value, "penalty") and hasattr(value, "weight"):
         return f"a {name}, not one of fdaimpute's built-in regularizers"
