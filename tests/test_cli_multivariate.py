@@ -185,3 +185,24 @@ def test_a_univariate_model_refuses_several_variables(long_table, tmp_path, caps
         "--variable", "lab",
     )  # fmt: skip
     assert "fitted on several variables" in message
+
+
+def test_covariates_named_as_a_parameter_are_read_as_with_the_flag(
+    long_table, tmp_path, capsys
+):
+    path = tmp_path / "labs.csv"
+    long_table.to_csv(path, index=False)
+    common = ("--method", "mpace", "--variable", "lab", "--grid", "0:1:11")
+    outs = []
+    for how in (
+        ("--covariates", "age,group"),
+        ("--param", 'covariates=["age","group"]'),
+    ):
+        outs.append(tmp_path / f"{len(outs)}.csv")
+        _run("impute", path, "-o", outs[-1], *common, *how, *COLUMNS, *FAST)
+    assert outs[0].read_bytes() == outs[1].read_bytes()
+    message = _error(
+        capsys, "impute", path, "-o", tmp_path / "x.csv", *common, "--covariates",
+        "age", "--param", 'covariates=["group"]', *COLUMNS,
+    )  # fmt: skip
+    assert "name different columns" in message

@@ -13,6 +13,7 @@ from fdaimpute._cli.methods import (
     COVARIATE_METHODS,
     MULTIVARIATE_METHODS,
 )
+from fdaimpute._cli.params import collect_params
 from fdaimpute._core.blocks import check_output_fits, format_bytes
 from fdaimpute._io.parquet import is_parquet
 
@@ -94,6 +95,7 @@ def variable_layout(args, saved=None, *, several=False):
     covariates = _split_names(
         getattr(args, "covariates", None) or saved.get("covariates")
     )
+    covariates = _with_param_covariates(args, covariates)
     if variable is None and len(values) == 1 and not covariates and not several:
         return None
     if variable is not None and len(values) > 1:
@@ -103,6 +105,31 @@ def variable_layout(args, saved=None, *, several=False):
             "variable) or --variable, not both"
         )
     return variable, values, covariates
+
+
+def _with_param_covariates(args, covariates):
+    """The covariate columns, also when named by ``--param covariates=[...]``.
+
+    The method's ``covariates`` parameter and ``--covariates`` name the same
+    columns: either reads them from the input; both must agree.
+    """
+    if not (getattr(args, "param", None) or getattr(args, "params_file", None)):
+        return covariates
+    named = collect_params(args).get("covariates")
+    if named is None:
+        return covariates
+    if isinstance(named, str):
+        named = _split_names(named)
+    if not (isinstance(named, list) and all(isinstance(c, str) and c for c in named)):
+        raise SystemExit(
+            f"--param covariates must name columns (a list of names), got {named!r}"
+        )
+    if covariates and covariates != named:
+        raise SystemExit(
+            f"--covariates {','.join(covariates)} and --param covariates="
+            f"{named} name different columns; give the covariates once"
+        )
+    return named
 
 
 def check_layout(layout, method):
