@@ -8,10 +8,16 @@ and PACEImputer.fdapace() (fdapace's defaults, reimplemented). Then the
 speed runs: fit + transform at n = 10,000, n_i = 30 (grid times), repeated;
 and n = 100,000, n_i 3-5 with continuous times, with peak memory.
 
+``--scores-threads`` instead times the batched conditional expectation
+(``posterior_scores``) on threads and in the calling thread, by batch size,
+and one epoch of SAND with its PACE base (which calls it on every batch of
+64 subjects) under both: the grounds of ``PARALLEL_MIN_OBSERVATIONS``.
+
 Usage::
 
     python benchmarks/bench_pace.py            # print the tables
     python benchmarks/bench_pace.py --write    # also update docs/benchmarks.md
+    python benchmarks/bench_pace.py --scores-threads --write
 """
 
 from __future__ import annotations
@@ -219,6 +225,53 @@ def clustered():
     return rows
 
 
+def _threads_from(observations):
+    """Share ``posterior_scores``' batches among threads from this size on."""
+    import fdaimpute._fpca.scores as scores
+
+    scores.PARALLEL_MIN_OBSERVATIONS = observations
+
+
+def scores_threads(seed, repeats):
+    """Milliseconds per ``posterior_scores`` call, threads against one thread."""
+    from fdaimpute._fpca.scores import posterior_scores
+    from fdaimpute._numerics.linalg import PARALLEL_MIN_OBSERVATIONS, n_workers
+
+    rng = np.random.default_rng(seed)
+    p, rows = 20, []
+    for n in (64, 256, 1024, 4096):
+        counts = rng.integers(8, 13, n)
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        basis = rng.normal(size=(offsets[-1], p))
+        resid = rng.normal(size=offsets[-1])
+        lam = np.linspace(1.0, 0.01, p)
+        row = {"subjects": n, "observations": int(offsets[-1])}
+        for name, threshold in (("threads_ms", 0), ("one_thread_ms", np.inf)):
+            _threads_from(threshold)
+            reps = max(3, 2000 // n)
+            best = np.inf
+            for _ in range(repeats):
+                start = time.perf_counter()
+                for _ in range(reps):
+                    posterior_scores(resid, basis, offsets, lam, 0.1)
+                best = min(best, (time.perf_counter() - start) / reps)
+            row[name] = 1000 * best
+        _threads_from(PARALLEL_MIN_OBSERVATIONS)
+        row["default"] = (
+            "threads" if offsets[-1] >= PARALLEL_MIN_OBSERVATIONS else "one thread"
+        )
+        rows.append(row)
+    sim = fi.simulate.sand_paper(n=1000, n_obs="8-12", random_state=seed)
+    epochs = []
+    for name, threshold in (("threads", 0), ("default", PARALLEL_MIN_OBSERVATIONS)):
+        _threads_from(threshold)
+        est = fi.SANDImputer(
+            base="pace", max_epochs=3, calibration_folds=None, random_state=seed
+        ).fit(sim.train.data)
+        epochs.append((name, float(np.median(est.history_["seconds"]))))
+    return rows, epochs, n_workers()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -228,7 +281,33 @@ def main(argv=None):
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--scores-threads",
+        action="store_true",
+        help="time posterior_scores on threads and on one (its own section)",
+    )
     args = parser.parse_args(argv)
+    if args.scores_threads:
+        rows, epochs, workers = scores_threads(args.seed, args.repeats)
+        body = (
+            f"Milliseconds per `posterior_scores` call (20 components, 8-12 "
+            f"observations per subject, best of {args.repeats}), its batches "
+            f"shared among {workers} threads or solved in the calling thread; "
+            "`default` is what `PARALLEL_MIN_OBSERVATIONS` chooses.\n\n"
+            + markdown_table(
+                rows,
+                ["subjects", "observations", "threads_ms", "one_thread_ms", "default"],
+                {"threads_ms": ".3f", "one_thread_ms": ".3f"},
+            )
+            + '\n\nSeconds per epoch of `SANDImputer(base="pace")` (n = 1,000, '
+            "8-12, batches of 64 subjects, median of 3 epochs): "
+            + ", ".join(f"{name} {sec:.3f} s" for name, sec in epochs)
+            + ".\n"
+        )
+        print(body)
+        if args.write:
+            write_section("pace-scores-threads", "PACE's scores: threads or not", body)
+        return
 
     acc = accuracy(args.seed)
     acc_table = markdown_table(

@@ -145,8 +145,13 @@ def test_scores_do_not_depend_on_how_subjects_are_cut_for_threads(
     whole = posterior_scores(*args, **kwargs)
     monkeypatch.setattr(scores_module, "CHUNK_SUBJECTS", 2)
     pieces = posterior_scores(*args, **kwargs)
-    for a, b in zip(whole, pieces):
+    # a batch this small is solved in the calling thread; shared among
+    # threads it gives the same numbers
+    monkeypatch.setattr(scores_module, "PARALLEL_MIN_OBSERVATIONS", 0)
+    threaded = posterior_scores(*args, **kwargs)
+    for a, b, c in zip(whole, pieces, threaded):
         np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
     if sigma2 == 0:
         return  # singular systems: the jitter decides, no known answer
     # and the scores are the conditional expectation, subject by subject
@@ -156,3 +161,24 @@ def test_scores_do_not_depend_on_how_subjects_are_cut_for_threads(
         sigma = (b * lam) @ b.T + sigma2 * np.eye(obs.size)
         want = (b[:, :3] * lam[:3]).T @ np.linalg.solve(sigma, resid[obs])
         assert_allclose(whole[0][i], want, rtol=1e-6, atol=1e-8)
+
+
+def test_small_batches_of_scores_start_no_threads(monkeypatch):
+    import concurrent.futures
+
+    from fdaimpute._fpca import scores as scores_module
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a thread pool was started")
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", no_pool)
+    monkeypatch.setattr("fdaimpute._numerics.linalg.n_workers", lambda: 2)
+    rng = np.random.default_rng(0)
+    counts = np.repeat([3, 4], 600)  # two tasks, 4,200 observations
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    basis = rng.standard_normal((offsets[-1], 3))
+    args = (rng.standard_normal(offsets[-1]), basis, offsets, np.ones(3), 0.1)
+    posterior_scores(*args)
+    monkeypatch.setattr(scores_module, "PARALLEL_MIN_OBSERVATIONS", 0)
+    with pytest.raises(AssertionError, match="thread pool"):
+        posterior_scores(*args)

@@ -10,6 +10,7 @@ import numpy as np
 
 from fdaimpute._numerics.linalg import (
     CHUNK_SUBJECTS,
+    PARALLEL_MIN_OBSERVATIONS,
     chunks_by_count,
     group_by_count,
     run_tasks,
@@ -139,7 +140,7 @@ def posterior_scores(
         for start in range(0, rows.size, CHUNK_SUBJECTS):
             piece = slice(start, start + CHUNK_SUBJECTS)
             tasks.append((rows[piece], obs[piece], jitter))
-    run_tasks(solve, tasks)
+    run_tasks(solve, tasks, parallel=offsets[-1] >= PARALLEL_MIN_OBSERVATIONS)
     if cross is not None:
         return mean, cov, cross
     if with_cov:

@@ -70,17 +70,23 @@ def chunks_by_count(offsets, size=CHUNK_SUBJECTS):
 _WORKER = threading.local()
 
 
-def run_tasks(function, tasks):
+#: Fewer observations than this in a batch of solves: threads cost more
+#: (about a millisecond to start a pool) than they save
+#: (``benchmarks/bench_pace.py --scores-threads``).
+PARALLEL_MIN_OBSERVATIONS = 16384
+
+
+def run_tasks(function, tasks, *, parallel=True):
     """``function(*task)`` for every task, on the available cores.
 
     NumPy's batched linear algebra releases the interpreter lock, so tasks
     run in parallel on threads (each with one BLAS thread, see
     :func:`one_blas_thread`). The results come back in the tasks' order.
-    Called from inside a task, it runs the new tasks in that thread: the
-    cores are busy already.
+    Called from inside a task, or with ``parallel=False`` (work too small
+    to share), it runs the tasks in the calling thread.
     """
     tasks = list(tasks)
-    workers = min(n_workers(), len(tasks))
+    workers = min(n_workers(), len(tasks)) if parallel else 1
     if workers <= 1 or getattr(_WORKER, "busy", False):
         return [function(*task) for task in tasks]
     from concurrent.futures import ThreadPoolExecutor
