@@ -252,3 +252,27 @@ def test_observed_values_go_back_by_one_rule_for_one_variable_and_several(
         assert (one_std == 0).sum() == np.isin(part.times, grid).sum()
     changed = got != curves
     assert changed.sum() == (got_std == 0).sum() > 0
+
+
+def test_mice_keeps_each_variables_imputed_cells_within_its_values(tmp_path):
+    # variables on scales 600 times apart: unbounded, a bin regressed on
+    # the others' bins ran beyond its own variable's values
+    sim = fi.simulate.multivariate_gaussian(
+        n=60, scales=(1.0, 30.0, 0.05), random_state=0
+    )
+    data = sim.train.data
+    imp = _mice().fit(data)
+    curves = imp.transform_3d(data)
+    values = imp.predict_at(data).values
+    for j in range(3):
+        own = data.values[data.variable == j]
+        assert own.min() <= curves[:, j].min() and curves[:, j].max() <= own.max()
+        at = values[data.variable == j]
+        assert own.min() <= at.min() and at.max() <= own.max()
+        assert_array_equal(imp.variable_value_ranges_[j], [own.min(), own.max()])
+    # the chain's bounds are the fit's: the replay gives the fit's own filling
+    filled = imp._fit_chain(imp._stacked_bins(data))
+    assert_allclose(imp._replay(imp._stacked_bins(data)), filled, atol=1e-10)
+    path = tmp_path / "mice.fdaimpute"
+    imp.save(path)
+    assert_array_equal(fi.MICEImputer.load(path).transform_3d(data), curves)
