@@ -134,8 +134,8 @@ class MICEImputer(SeveralVariablesMixin, BinnedGridMixin, BaseImputer):
     range of training values (``IterativeImputer``'s ``min_value`` and
     ``max_value``): a bin regressed on other variables' bins can otherwise
     run far beyond its own variable's values (unbounded, on PBC's labs,
-    20 of 90 patients' prothrombin-time curves left the range of its
-    values widened by half of it at seed 0 of
+    the prothrombin-time curves of 20 of 90 patients left that lab's
+    range of values widened by half of it, at seed 0 of
     ``benchmarks/bench_pbc.py --kernel-mice``). The output
     has one block of grid columns per variable, as
     :class:`~fdaimpute.MultivariatePACEImputer`'s (``transform_3d`` gives
@@ -263,10 +263,9 @@ class MICEImputer(SeveralVariablesMixin, BinnedGridMixin, BaseImputer):
     def _column_bounds(self):
         """Lowest and highest imputed value of each binned column.
 
-        None (unbounded) for one variable. For several, each
-        variable's range of training values: a bin regressed on other
-        variables' bins can otherwise run far beyond its own variable's
-        values (``benchmarks/bench_pbc.py --kernel-mice``).
+        None (unbounded) for one variable. For several, each variable's
+        range of training values, repeated over its bins (see the class
+        Notes).
         """
         ranges = getattr(self, "variable_value_ranges_", None)
         if ranges is None or len(ranges) < 2:
