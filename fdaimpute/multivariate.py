@@ -29,6 +29,7 @@ from fdaimpute._core.validation import (
     check_in_range,
     check_magnitudes,
     is_variables_frame,
+    refuse_unnamed_variables_frame,
 )
 from fdaimpute.data import IrregularData
 
@@ -532,14 +533,17 @@ def as_multivariate(X, id="id", time="time", variable="variable", value="value")
         If ``X`` is neither a MultivariateIrregularData nor a DataFrame with
         the four columns.
     ValueError
-        If it has no subjects, or :meth:`MultivariateIrregularData.from_long`
-        refuses it.
+        If it has no subjects, if :meth:`MultivariateIrregularData.from_long`
+        refuses it, or if it looks like a long table of several variables
+        under other column names (the message gives the call that reads
+        it).
     """
     if isinstance(X, MultivariateIrregularData):
         data = X
     elif is_variables_frame(X, id, time, variable, value):
         data = MultivariateIrregularData.from_long(X, id, time, variable, value)
     else:
+        refuse_unnamed_variables_frame(X)
         raise TypeError(
             "X must be a MultivariateIrregularData or a long DataFrame with "
             f"columns {id}, {time}, {variable}, {value}; got {type(X).__name__}"

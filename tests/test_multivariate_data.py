@@ -192,10 +192,10 @@ def test_several_variables_are_recognised_under_the_users_column_names():
 
 
 def test_a_table_of_several_variables_under_other_names_is_explained():
-    from fdaimpute import KernelImputer
+    from fdaimpute import KernelImputer, MultivariatePACEImputer
 
     frame = _long()[["pid", "t", "lab", "y"]]
-    for imputer in (PACEImputer(), KernelImputer()):
+    for imputer in (PACEImputer(), KernelImputer(), MultivariatePACEImputer()):
         with pytest.raises(ValueError, match="looks like a long table") as err:
             imputer.fit(frame)
         message = str(err.value)

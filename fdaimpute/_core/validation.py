@@ -95,46 +95,71 @@ def _is_text_column(column):
     return getattr(dtype, "kind", "O") in "OSU" or str(dtype) == "category"
 
 
+def _looks_long(X, n_columns):
+    """Whether ``X`` looks like a long table of ``n_columns`` columns with
+    other names: string column labels, no missing cell (a wide matrix to
+    impute has some) and a first column of labels (integers, text or
+    categories) that repeat."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not hasattr(X, "iloc") or len(columns) != n_columns:
+        return False
+    if not all(isinstance(c, str) for c in columns) or len(X) < 2:
+        return False
+    first = X.iloc[:, 0]
+    if not _is_label_column(first):
+        return False
+    return not X.isna().to_numpy().any() and first.nunique() < len(X)
+
+
+def _long_start(X):
+    first = repr(str(X.columns[0]))
+    return (
+        "X looks like a long table (one row per observation, repeated values in "
+        f"column {first}) rather than a matrix with one row per subject"
+    )
+
+
 def _refuse_unnamed_long_frame(X):
     """Raise when a DataFrame looks like a long table with other column names.
 
     Such a frame would otherwise be read as a wide matrix (one row per
-    observation). It is recognised by: three columns (or four, one of the
-    last three holding text: the variable of a table of several variables)
-    with non-numeric labels, no missing cell (a wide matrix to impute has
-    some), and a first column of integer, string or categorical labels that
-    repeat.
+    observation). It is recognised by three columns (see ``_looks_long``),
+    or four of which one of the last three holds text (see
+    :func:`refuse_unnamed_variables_frame`).
     """
-    columns = getattr(X, "columns", None)
-    if columns is None or not hasattr(X, "iloc") or len(columns) not in (3, 4):
+    refuse_unnamed_variables_frame(X)
+    if not _looks_long(X, 3):
         return
-    if not all(isinstance(c, str) for c in columns) or len(X) < 2:
-        return
-    first = X.iloc[:, 0]
-    if not _is_label_column(first):
-        return
-    if X.isna().to_numpy().any() or first.nunique() == len(X):
-        return
-    names = [repr(str(c)) for c in columns]
-    start = (
-        "X looks like a long table (one row per observation, repeated values in "
-        f"column {names[0]}) rather than a matrix with one row per subject"
+    i, t, v = (repr(str(c)) for c in X.columns)
+    raise ValueError(
+        f"{_long_start(X)}; read it with IrregularData.from_long(df, id={i}, "
+        f"time={t}, value={v}) or name the columns 'id', 'time' and 'value'. If "
+        "it really is a complete wide matrix, pass X.to_numpy()"
     )
-    if len(columns) == 3:
-        i, t, v = names
-        raise ValueError(
-            f"{start}; read it with IrregularData.from_long(df, id={i}, time={t}, "
-            f"value={v}) or name the columns 'id', 'time' and 'value'. If it "
-            "really is a complete wide matrix, pass X.to_numpy()"
-        )
+
+
+def refuse_unnamed_variables_frame(X):
+    """Raise when a DataFrame looks like a long table of several variables
+    under other column names.
+
+    Four columns (see ``_looks_long``), one of the last three holding text:
+    the variable; the other two are taken as the time and the value, in
+    their order. The error gives the call of
+    :meth:`MultivariateIrregularData.from_long
+    <fdaimpute.multivariate.MultivariateIrregularData.from_long>` that reads
+    it.
+    """
+    if not _looks_long(X, 4):
+        return
     text = [k for k in (1, 2, 3) if _is_text_column(X.iloc[:, k])]
     if len(text) != 1:
         return
+    names = [repr(str(c)) for c in X.columns]
     variable = names[text[0]]
     t, v = (names[k] for k in (1, 2, 3) if k != text[0])
     raise ValueError(
-        f"{start}, of several variables (column {variable}); read it with "
-        f"MultivariateIrregularData.from_long(df, id={names[0]}, time={t}, "
+        f"{_long_start(X)}, of several variables (column {variable}); read it "
+        f"with MultivariateIrregularData.from_long(df, id={names[0]}, time={t}, "
         f"variable={variable}, value={v}) or name the columns 'id', 'time', "
         "'variable' and 'value'. The imputers that take several variables are "
         f"{', '.join(SEVERAL_VARIABLE_IMPUTERS)}"
