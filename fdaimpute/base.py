@@ -7,17 +7,13 @@ from sklearn.base import BaseEstimator, TransformerMixin
 
 from fdaimpute._core.blocks import check_output_fits, subject_blocks
 from fdaimpute._core.coerce import check_not_datetime
+from fdaimpute._core.fitting import fit_from_scratch
 from fdaimpute._core.input import InputMixin
 from fdaimpute._core.output import OutputMixin
-from fdaimpute._core.params import Boolean, validate_params
-from fdaimpute._core.plausible import value_range, warn_implausible
+from fdaimpute._core.params import Boolean
+from fdaimpute._core.plausible import warn_implausible
 from fdaimpute._core.query import QueryMixin, _is_ragged
-from fdaimpute._core.validation import (
-    check_extrapolate,
-    check_magnitudes,
-    check_times_in_range,
-    resolve_grid,
-)
+from fdaimpute._core.validation import check_extrapolate
 from fdaimpute._numerics.interpolate import interpolate_rows
 
 __all__ = ["BaseImputer"]
@@ -111,23 +107,9 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         self : object
             The fitted imputer.
         """
-        try:
-            validate_params(self)
-            extrapolate = self._extrapolation()
-            data = self._validate_input(X, reset=True)
-            check_magnitudes(data)
-            self.time_range_ = data.time_range
-            self.value_range_ = value_range(data.values)
-            dense_times = getattr(self, "dense_times_", None)
-            grid = resolve_grid(self.grid, self.time_range_, dense_times)
-            check_times_in_range(grid, self.time_range_, extrapolate)
-            self.grid_ = grid
-            self.n_subjects_fit_ = len(data)
-            self._fit(data)
-        except BaseException:
-            self._clear_fitted()
-            raise
-        return self
+        return fit_from_scratch(
+            self, X, lambda X: self._validate_input(X, reset=True), self._fit
+        )
 
     def _clear_fitted(self):
         """Remove every fitted attribute (public names ending in ``_``)."""

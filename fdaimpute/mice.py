@@ -109,6 +109,10 @@ class MICEImputer(SeveralVariablesMixin, BinnedGridMixin, BaseImputer):
         index the variables' bins side by side, variable-major.
     variable_time_ranges_ : ndarray of shape (p, 2)
         Only after a fit on several variables: each variable's time range.
+    variable_value_ranges_ : ndarray of shape (p, 2)
+        Only after a fit on several variables: each variable's lowest and
+        highest training value, the bounds of its imputed cells (with two
+        variables or more).
 
     Notes
     -----
@@ -125,7 +129,14 @@ class MICEImputer(SeveralVariablesMixin, BinnedGridMixin, BaseImputer):
     variables' binned matrices, side by side, are filled together: each
     bin of each variable is regressed on the bins of every variable (the
     ``n_nearest_features`` most correlated), so a variable measured
-    rarely, or never for a subject, is filled from the others. The output
+    rarely, or never for a subject, is filled from the others. With two
+    variables or more, each imputed cell is held within its variable's
+    range of training values (``IterativeImputer``'s ``min_value`` and
+    ``max_value``): a bin regressed on other variables' bins can otherwise
+    run far beyond its own variable's values (unbounded, on PBC's labs,
+    the prothrombin-time curves of 20 of 90 patients left that lab's
+    range of values widened by half of it, at seed 0 of
+    ``benchmarks/bench_pbc.py --kernel-mice``). The output
     has one block of grid columns per variable, as
     :class:`~fdaimpute.MultivariatePACEImputer`'s (``transform_3d`` gives
     ``(n_subjects, p, n_grid)``, pandas output a ``(variable, time)``
@@ -178,10 +189,14 @@ class MICEImputer(SeveralVariablesMixin, BinnedGridMixin, BaseImputer):
         """Fit the chained equations to the binned matrix; return it filled."""
         # A correlation needs two subjects; with fewer, use every bin.
         nearest = self.n_nearest_features if len(binned) > 2 else None
+        bounds = self._column_bounds()
+        lo, hi = (-np.inf, np.inf) if bounds is None else bounds
         imputer = IterativeImputer(
             max_iter=self.max_iter,
             n_nearest_features=nearest,
             random_state=self.random_state,
+            min_value=lo,
+            max_value=hi,
         )
         with warnings.catch_warnings():
             # A fixed number of rounds is the method (see ``max_iter``).
@@ -220,12 +235,14 @@ class MICEImputer(SeveralVariablesMixin, BinnedGridMixin, BaseImputer):
         """``binned`` with its missing cells filled by the fitted chain.
 
         Replays scikit-learn's ``IterativeImputer.transform`` (without
-        posterior sampling, bounds or empty bins, which the fit never uses):
-        the bin means first, then each step's regression on its bins, in
-        order, for the rows where the step's bin is missing.
+        posterior sampling or empty bins, which the fit never uses): the bin
+        means first, then each step's regression on its bins, in order, for
+        the rows where the step's bin is missing, held within the column's
+        bounds (see ``_column_bounds``).
         """
         missing = np.isnan(binned)
         filled = np.asfortranarray(np.where(missing, self.initial_fill_, binned))
+        bounds = self._column_bounds()
         steps = zip(
             self.chain_bins_,
             self.chain_predictors_,
@@ -235,11 +252,27 @@ class MICEImputer(SeveralVariablesMixin, BinnedGridMixin, BaseImputer):
         for col, predictors, coef, intercept in steps:
             rows = missing[:, col]
             if rows.any():
-                filled[rows, col] = filled[:, predictors][rows] @ coef + intercept
+                fit = filled[:, predictors][rows] @ coef + intercept
+                if bounds is not None:
+                    fit = np.clip(fit, bounds[0][col], bounds[1][col])
+                filled[rows, col] = fit
         return filled
 
     # ------------------------------------------------------------------ #
     # several variables
+    def _column_bounds(self):
+        """Lowest and highest imputed value of each binned column.
+
+        None (unbounded) for one variable. For several, each variable's
+        range of training values, repeated over its bins (see the class
+        Notes).
+        """
+        ranges = getattr(self, "variable_value_ranges_", None)
+        if ranges is None or len(ranges) < 2:
+            return None
+        sizes = [c.size for c in self.variable_bin_centres_]
+        return np.repeat(ranges[:, 0], sizes), np.repeat(ranges[:, 1], sizes)
+
     def _fit_variables(self, data):
         """Each variable's bins, then one chain over all variables' bins."""
         bins = []
@@ -253,6 +286,8 @@ class MICEImputer(SeveralVariablesMixin, BinnedGridMixin, BaseImputer):
         self.variable_bin_edges_ = [one.bin_edges_ for one in bins]
         self.variable_bin_centres_ = [one.bin_centres_ for one in bins]
         self.variable_time_ranges_ = np.array([one.time_range_ for one in bins])
+        values = [data.values[data.variable == j] for j in range(data.n_variables)]
+        self.variable_value_ranges_ = np.array([[v.min(), v.max()] for v in values])
         filled = self._fit_chain(self._stacked_bins(data))
         self.mean_ = self._variable_curves_of(
             filled.mean(axis=0, keepdims=True), self.grid_, derivative=False

@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from fdaimpute._core.fitting import fit_from_scratch
 from fdaimpute._core.params import (
     RANDOM_STATE,
     Boolean,
@@ -16,13 +17,6 @@ from fdaimpute._core.params import (
     Interval,
     Options,
     Pair,
-    validate_params,
-)
-from fdaimpute._core.validation import (
-    check_magnitudes,
-    check_times_in_range,
-    is_long_frame,
-    resolve_grid,
 )
 from fdaimpute._fpca.covariates import CovariateDesign, varying_coefficients
 from fdaimpute._fpca.folds import N_FOLDS
@@ -42,9 +36,8 @@ from fdaimpute._pace.multivariate import (
 )
 from fdaimpute.base import BaseImputer
 from fdaimpute.multivariate import (
-    MultivariateIrregularData,
     align_variables,
-    keep_observed_values,
+    as_multivariate,
 )
 from fdaimpute.pace import PACEImputer
 
@@ -297,17 +290,7 @@ class MultivariatePACEImputer(BaseImputer):
     # ------------------------------------------------------------------ #
     # input
     def _validate_input(self, X, *, reset):
-        if isinstance(X, MultivariateIrregularData):
-            data = X
-        elif is_long_frame(X) and "variable" in list(X.columns):
-            data = MultivariateIrregularData.from_long(X)
-        else:
-            raise TypeError(
-                "X must be a MultivariateIrregularData or a long DataFrame with "
-                f"columns id, time, variable, value; got {type(X).__name__}"
-            )
-        if len(data) == 0:
-            raise ValueError("no subjects: X is empty")
+        data = as_multivariate(X)
         if reset:
             return data
         return align_variables(data, self.variables_)
@@ -329,23 +312,13 @@ class MultivariatePACEImputer(BaseImputer):
         -------
         self : MultivariatePACEImputer
         """
-        try:
-            validate_params(self)
-            extrapolate = self._extrapolation()
-            data = self._validate_input(X, reset=True)
-            check_magnitudes(data)
-            self.time_range_ = data.time_range
-            grid = resolve_grid(self.grid, self.time_range_)
-            check_times_in_range(grid, self.time_range_, extrapolate)
-            self.grid_ = grid
-            self.n_subjects_fit_ = len(data)
-            self.variables_ = [str(v) for v in data.variables]
-            with one_blas_thread():
-                self._fit(data)
-        except BaseException:
-            self._clear_fitted()
-            raise
-        return self
+        return fit_from_scratch(
+            self, X, lambda X: self._validate_input(X, reset=True), self._fit_joint
+        )
+
+    def _fit_joint(self, data):
+        with one_blas_thread():
+            self._fit(data)
 
     def _pace_params(self):
         params = dict(self.pace_params or {})
@@ -741,8 +714,7 @@ class MultivariatePACEImputer(BaseImputer):
         curves = self._model.curves(scores, inner)
         curves = curves + self._covariate_curves(design, inner)
         self._check_finite(curves, data, "imputed curve")
-        if self.keep_observed:
-            curves, std = keep_observed_values(given, grid, curves, std)
+        curves, std = self._keep_observed(given, grid, curves, std)
         if std is None:
             return self._wrap(curves, data, grid)
         self._check_finite(std, data, "standard deviation")

@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._core.blocks import check_output_fits
 from fdaimpute._core.coerce import check_not_datetime
+from fdaimpute._core.fitting import fit_from_scratch
 from fdaimpute._core.flat import check_storage
 from fdaimpute._core.frames import require_pandas
 from fdaimpute._core.ids import (
@@ -23,13 +24,12 @@ from fdaimpute._core.multivariate_frames import (
     subject_covariates,
 )
 from fdaimpute._core.output import column_labels
-from fdaimpute._core.params import validate_params
 from fdaimpute._core.ragged import RaggedSubjects
 from fdaimpute._core.validation import (
     check_in_range,
     check_magnitudes,
-    check_times_in_range,
-    resolve_grid,
+    is_variables_frame,
+    refuse_unnamed_variables_frame,
 )
 from fdaimpute.data import IrregularData
 
@@ -500,24 +500,54 @@ def _check_covariates(covariates, n):
 # imputers of one variable that also take several
 
 
-def holds_several_variables(X):
-    """Whether ``X`` is a MultivariateIrregularData or a long frame with a
-    ``variable`` column (the two forms the multivariate imputers read)."""
+def holds_several_variables(
+    X, id="id", time="time", variable="variable", value="value"
+):
+    """Whether ``X`` holds several variables in a form the imputers read.
+
+    Parameters
+    ----------
+    X : object
+        The input.
+    id, time, variable, value : str
+        The column names of a long table (as in
+        :meth:`MultivariateIrregularData.from_long`).
+
+    Returns
+    -------
+    bool
+        True for a MultivariateIrregularData, or a DataFrame with the four
+        columns.
+    """
     if isinstance(X, MultivariateIrregularData):
         return True
-    columns = getattr(X, "columns", None)
-    if columns is None:
-        return False
-    columns = list(columns)
-    return all(c in columns for c in ("id", "time", "variable", "value"))
+    return is_variables_frame(X, id, time, variable, value)
 
 
-def as_multivariate(X):
-    """``X`` as MultivariateIrregularData (see :func:`holds_several_variables`)."""
+def as_multivariate(X, id="id", time="time", variable="variable", value="value"):
+    """``X`` as MultivariateIrregularData (see :func:`holds_several_variables`).
+
+    Raises
+    ------
+    TypeError
+        If ``X`` is neither a MultivariateIrregularData nor a DataFrame with
+        the four columns.
+    ValueError
+        If it has no subjects, if :meth:`MultivariateIrregularData.from_long`
+        refuses it, or if it looks like a long table of several variables
+        under other column names (the message gives the call that reads
+        it).
+    """
     if isinstance(X, MultivariateIrregularData):
         data = X
+    elif is_variables_frame(X, id, time, variable, value):
+        data = MultivariateIrregularData.from_long(X, id, time, variable, value)
     else:
-        data = MultivariateIrregularData.from_long(X)
+        refuse_unnamed_variables_frame(X)
+        raise TypeError(
+            "X must be a MultivariateIrregularData or a long DataFrame with "
+            f"columns {id}, {time}, {variable}, {value}; got {type(X).__name__}"
+        )
     if len(data) == 0:
         raise ValueError("no subjects: X is empty")
     return data
@@ -551,29 +581,6 @@ def align_variables(data, fitted):
         data.ids,
         data.covariates,
     )
-
-
-def keep_observed_values(data, grid, curves, std=None):
-    """Observed values put back where a grid time equals an observation time.
-
-    ``curves`` (and ``std``, set to 0 there) hold variable-major blocks of
-    ``grid.size`` columns; returns new ``(curves, std)`` arrays.
-    """
-    t = data.times
-    col = np.clip(np.searchsorted(grid, t), 1, max(grid.size - 1, 1))
-    nearer_left = np.abs(grid[col - 1] - t) <= np.abs(
-        grid[np.minimum(col, grid.size - 1)] - t
-    )
-    col = np.where(nearer_left, col - 1, np.minimum(col, grid.size - 1))
-    hit = np.abs(grid[col] - t) <= 1e-12 * np.maximum(np.abs(t), np.abs(grid[col]))
-    rows = data.subject_index[hit]
-    cols = data.variable[hit] * grid.size + col[hit]
-    curves = np.array(curves, dtype=np.float64)
-    curves[rows, cols] = data.values[hit]
-    if std is not None:
-        std = np.array(std, dtype=np.float64)
-        std[rows, cols] = 0.0
-    return curves, std
 
 
 class SeveralVariablesMixin:
@@ -631,22 +638,7 @@ class SeveralVariablesMixin:
         self._clear_fitted()
         if not holds_several_variables(X):
             return super().fit(X, y)
-        try:
-            validate_params(self)
-            extrapolate = self._extrapolation()
-            data = as_multivariate(X)
-            check_magnitudes(data)
-            self.time_range_ = data.time_range
-            grid = resolve_grid(self.grid, self.time_range_)
-            check_times_in_range(grid, self.time_range_, extrapolate)
-            self.grid_ = grid
-            self.n_subjects_fit_ = len(data)
-            self.variables_ = [str(v) for v in data.variables]
-            self._fit_variables(data)
-        except BaseException:
-            self._clear_fitted()
-            raise
-        return self
+        return fit_from_scratch(self, X, as_multivariate, self._fit_variables)
 
     def _several_input(self, X):
         """Input of transform and the like, after a fit on several variables."""
@@ -716,8 +708,7 @@ class SeveralVariablesMixin:
             )
         data, grid, curves = self._several_outputs(X, grid, derivative=False)
         self._check_finite(curves, data, "imputed curve")
-        if self.keep_observed:
-            curves, _ = keep_observed_values(data, grid, curves)
+        curves, _ = self._keep_observed(data, grid, curves)
         return self._wrap(curves, data, grid)
 
     def transform_3d(self, X, grid=None):

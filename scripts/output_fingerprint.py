@@ -19,7 +19,8 @@ import numpy as np
 
 
 def outputs():
-    """Curves, derivatives and SDs of the nine imputers (and Auto) on one draw."""
+    """Curves, derivatives and SDs of the nine imputers (and Auto) on one draw,
+    and of the imputers of several variables on a multivariate one."""
     import torch
 
     import fdaimpute as fi
@@ -53,6 +54,44 @@ def outputs():
             out[f"{name}/derivative"] = np.asarray(est.derivative(data))
         except NotImplementedError:
             pass
+    out.update(multivariate_outputs())
+    return out
+
+
+def multivariate_outputs():
+    """The imputers of several variables on one multivariate draw.
+
+    Curves, SDs, derivatives, values at the observations, and curves with
+    ``keep_observed`` on a grid holding some observation times.
+    """
+    import fdaimpute as fi
+
+    sim = fi.simulate.multivariate_gaussian(n=120, random_state=3)
+    data = sim.train.data
+    grid = np.union1d(sim.grid, data.times[::7])
+    imputers = {
+        "mpace": lambda **kw: fi.MultivariatePACEImputer(random_state=0, **kw),
+        "kernel_mv": lambda **kw: fi.KernelImputer(**kw),
+        "mice_mv": lambda **kw: fi.MICEImputer(random_state=0, **kw),
+    }
+    out = {}
+    for name, make in imputers.items():
+        est = make().fit(data)
+        try:
+            curves, sd = est.transform(data, return_std=True)
+            out[f"{name}/sd"] = np.asarray(sd)
+        except NotImplementedError:
+            curves = est.transform(data)
+        out[f"{name}/curves"] = np.asarray(curves)
+        out[f"{name}/derivative"] = np.asarray(est.derivative(data))
+        out[f"{name}/at_observations"] = est.predict_at(data).values
+        kept = make(grid=grid, keep_observed=True).fit(data)
+        try:
+            curves, sd = kept.transform(data, return_std=True)
+            out[f"{name}/kept_sd"] = np.asarray(sd)
+        except NotImplementedError:
+            curves = kept.transform(data)
+        out[f"{name}/kept_curves"] = np.asarray(curves)
     return out
 
 

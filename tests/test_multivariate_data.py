@@ -160,7 +160,52 @@ def test_univariate_imputers_refuse_several_variables():
     data = MultivariateIrregularData.from_long(
         _long(), id="pid", time="t", variable="lab", value="y"
     )
-    with pytest.raises(TypeError, match="several variables"):
-        PACEImputer().fit(data)
-    with pytest.raises(TypeError, match="several variables"):
-        PACEImputer().fit(data.to_long())
+    for X in (data, data.to_long()):
+        with pytest.raises(TypeError, match="several variables") as err:
+            PACEImputer().fit(X)
+        message = str(err.value)
+        assert "PACEImputer models one variable" in message
+        assert (
+            "imputers that take several variables are MultivariatePACEImputer, "
+            "KernelImputer, MICEImputer" in message
+        )
+
+
+def test_several_variables_are_recognised_under_the_users_column_names():
+    from fdaimpute.multivariate import as_multivariate, holds_several_variables
+
+    frame = _long()
+    names = dict(id="pid", time="t", variable="lab", value="y")
+    assert holds_several_variables(frame, **names)
+    assert not holds_several_variables(frame)  # not the default names
+    assert as_multivariate(frame, **names) == MultivariateIrregularData.from_long(
+        frame, **names
+    )
+    renamed = frame.rename(
+        columns={"pid": "id", "t": "time", "lab": "variable", "y": "value"}
+    )
+    assert holds_several_variables(renamed)
+    assert as_multivariate(renamed) == as_multivariate(frame, **names)
+    with pytest.raises(TypeError, match="columns pid, t, lab, value"):
+        as_multivariate(frame, id="pid", time="t", variable="lab")
+    assert not holds_several_variables(frame[["pid", "t", "y"]], **names)
+
+
+def test_a_table_of_several_variables_under_other_names_is_explained():
+    from fdaimpute import KernelImputer, MultivariatePACEImputer
+
+    frame = _long()[["pid", "t", "lab", "y"]]
+    for imputer in (PACEImputer(), KernelImputer(), MultivariatePACEImputer()):
+        with pytest.raises(ValueError, match="looks like a long table") as err:
+            imputer.fit(frame)
+        message = str(err.value)
+        assert (
+            "MultivariateIrregularData.from_long(df, id='pid', time='t', "
+            "variable='lab', value='y')" in message
+        )
+        assert "MultivariatePACEImputer, KernelImputer, MICEImputer" in message
+    # the advice reads it
+    data = MultivariateIrregularData.from_long(
+        frame, id="pid", time="t", variable="lab", value="y"
+    )
+    assert KernelImputer(n_bandwidths=3).fit(data).variables_ == ["alb", "bili"]

@@ -10,7 +10,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import make_pipeline
 
 import fdaimpute as fi
-from fdaimpute.multivariate import MultivariateIrregularData
+from fdaimpute._core.validation import SEVERAL_VARIABLE_IMPUTERS
+from fdaimpute.multivariate import MultivariateIrregularData, SeveralVariablesMixin
 
 GRID = np.linspace(0.0, 1.0, 21)
 FAST_MICE = dict(n_bins=12, max_iter=4, random_state=0)
@@ -190,9 +191,36 @@ def test_every_other_imputer_refuses_several_variables(name, two_independent):
     _, _, data = two_independent
     imp = getattr(fi, name)()
     for X in (data, data.to_long()):
-        with pytest.raises(TypeError, match="holds several variables"):
+        with pytest.raises(TypeError, match="holds several variables") as err:
             imp.fit(X)
+        assert f"{name} models one variable" in str(err.value)
+        assert ", ".join(SEVERAL_VARIABLE_IMPUTERS) in str(err.value)
     assert not hasattr(imp, "grid_")
+
+
+def test_the_refusal_names_exactly_the_imputers_that_take_several(two_independent):
+    _, _, data = two_independent
+    imputers = [n for n in fi.__all__ if n.endswith("Imputer") and n != "BaseImputer"]
+    assert set(SEVERAL_VARIABLE_IMPUTERS) <= set(imputers)
+    several = {n for n in imputers if issubclass(getattr(fi, n), SeveralVariablesMixin)}
+    assert several | {"MultivariatePACEImputer"} == set(SEVERAL_VARIABLE_IMPUTERS)
+    assert set(_OTHERS + _NEURAL) | set(SEVERAL_VARIABLE_IMPUTERS) == set(imputers)
+
+
+@pytest.mark.parametrize("make", [_kernel, _mice, fi.MultivariatePACEImputer])
+def test_one_fit_prelude_for_every_imputer_of_several_variables(make, shared):
+    data = shared.train.data
+    imp = make().fit(data)
+    assert imp.time_range_ == data.time_range
+    assert imp.n_subjects_fit_ == len(data)
+    assert imp.variables_ == ["x0", "x1", "x2"]
+    assert not hasattr(imp, "value_range_")  # one variable's range only
+    if make is not fi.MultivariatePACEImputer:
+        assert_array_equal(imp.grid_, GRID)
+    # a refused refit leaves nothing of the first fit
+    with pytest.raises(ValueError, match="extrapolate"):
+        imp.set_params(extrapolate="sideways").fit(data)
+    assert not [k for k in vars(imp) if k.endswith("_") and not k.startswith("_")]
 
 
 def test_frames_without_a_variable_column_stay_univariate():
@@ -202,3 +230,49 @@ def test_frames_without_a_variable_column_stay_univariate():
     imp = _kernel().fit(frame)
     assert not hasattr(imp, "variables_")
     assert imp.transform(frame).shape == (len(data), GRID.size)
+
+
+def test_observed_values_go_back_by_one_rule_for_one_variable_and_several(
+    two_independent,
+):
+    from fdaimpute._core.output import put_observed
+
+    _, _, data = two_independent
+    grid = np.union1d(GRID, data.times[::3])
+    rng = np.random.default_rng(0)
+    curves = rng.normal(size=(len(data), 2 * grid.size))
+    std = rng.uniform(size=curves.shape)
+    got, got_std = put_observed(data, grid, curves, std)
+    for j in range(2):
+        part, rows = data.variable_data(j)
+        block = slice(j * grid.size, (j + 1) * grid.size)
+        one, one_std = put_observed(part, grid, curves[rows, block], std[rows, block])
+        assert_array_equal(got[rows, block], one)
+        assert_array_equal(got_std[rows, block], one_std)
+        assert (one_std == 0).sum() == np.isin(part.times, grid).sum()
+    changed = got != curves
+    assert changed.sum() == (got_std == 0).sum() > 0
+
+
+def test_mice_keeps_each_variables_imputed_cells_within_its_values(tmp_path):
+    # variables on scales 600 times apart: unbounded, a bin regressed on
+    # the others' bins ran beyond its own variable's values
+    sim = fi.simulate.multivariate_gaussian(
+        n=60, scales=(1.0, 30.0, 0.05), random_state=0
+    )
+    data = sim.train.data
+    imp = _mice().fit(data)
+    curves = imp.transform_3d(data)
+    values = imp.predict_at(data).values
+    for j in range(3):
+        own = data.values[data.variable == j]
+        assert own.min() <= curves[:, j].min() and curves[:, j].max() <= own.max()
+        at = values[data.variable == j]
+        assert own.min() <= at.min() and at.max() <= own.max()
+        assert_array_equal(imp.variable_value_ranges_[j], [own.min(), own.max()])
+    # the chain's bounds are the fit's: the replay gives the fit's own filling
+    filled = imp._fit_chain(imp._stacked_bins(data))
+    assert_allclose(imp._replay(imp._stacked_bins(data)), filled, atol=1e-10)
+    path = tmp_path / "mice.fdaimpute"
+    imp.save(path)
+    assert_array_equal(fi.MICEImputer.load(path).transform_3d(data), curves)

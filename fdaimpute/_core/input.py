@@ -61,7 +61,10 @@ class InputMixin:
                 if hasattr(self, attr):
                     delattr(self, attr)
         kind = skfda_kind(X)
-        data = from_skfda(X) if kind == "irregular" else as_irregular(X)
+        if kind == "irregular":
+            data = from_skfda(X)
+        else:
+            data = as_irregular(X, type(self).__name__)
         if data is not None:
             if len(data) == 0:
                 raise ValueError("no subjects: X is empty")

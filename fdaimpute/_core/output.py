@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._core.ids import subject_label
 
-__all__ = ["OutputMixin", "column_labels", "curve_columns"]
+__all__ = ["OutputMixin", "column_labels", "curve_columns", "put_observed"]
 
 _OUTPUT_KEY = "_sklearn_output_config"  # the attribute sklearn.clone copies
 
@@ -79,6 +79,49 @@ def curve_columns(ids, grid, curves, std, layout, names, variables=None):
     return columns
 
 
+def put_observed(data, grid, curves, std=None):
+    """Observed values put back where a grid time equals an observation time.
+
+    A grid time matches an observation time when they differ by at most
+    ``1e-12`` of the larger in magnitude; there the curve takes the
+    observed value and its standard deviation 0.
+
+    Parameters
+    ----------
+    data : IrregularData or MultivariateIrregularData
+        The subjects whose curves these are. With several variables (data
+        with a ``variable`` code per observation), each observation goes
+        to its variable's block of ``grid.size`` columns.
+    grid : ndarray of shape (n_grid,)
+        The curves' times, increasing.
+    curves, std : ndarray of shape (n_subjects, p * n_grid)
+        The curves (``p = 1`` for one variable), and their standard
+        deviations or None.
+
+    Returns
+    -------
+    curves, std : ndarray or None
+        New arrays.
+    """
+    t = data.times
+    col = np.clip(np.searchsorted(grid, t), 1, grid.size - 1)
+    nearer_left = np.abs(grid[col - 1] - t) <= np.abs(grid[col] - t)
+    col = np.where(nearer_left, col - 1, col)
+    gap = np.abs(grid[col] - t)
+    hit = gap <= 1e-12 * np.maximum(np.abs(t), np.abs(grid[col]))
+    rows = data.subject_index[hit]
+    cols = col[hit]
+    variable = getattr(data, "variable", None)
+    if variable is not None:
+        cols = variable[hit] * grid.size + cols
+    curves = np.array(curves, dtype=np.float64)
+    curves[rows, cols] = data.values[hit]
+    if std is not None:
+        std = np.array(std, dtype=np.float64)
+        std[rows, cols] = 0.0
+    return curves, std
+
+
 def _std_name(names):
     """The long table's standard-deviation column: ``std`` unless taken."""
     return "std" if "std" not in names else f"{names[2]}_std"
@@ -142,23 +185,12 @@ class OutputMixin:
     def _keep_observed(self, data, grid, curves, std=None):
         """Put observed values back where a grid time is an observation time.
 
-        Returns new ``(curves, std)`` arrays (unchanged without ``keep_observed``).
+        Returns new ``(curves, std)`` arrays (unchanged without
+        ``keep_observed``); see :func:`put_observed`.
         """
         if not getattr(self, "keep_observed", False):
             return curves, std
-        t = data.times
-        col = np.clip(np.searchsorted(grid, t), 1, grid.size - 1)
-        nearer_left = np.abs(grid[col - 1] - t) <= np.abs(grid[col] - t)
-        col = np.where(nearer_left, col - 1, col)
-        gap = np.abs(grid[col] - t)
-        hit = gap <= 1e-12 * np.maximum(np.abs(t), np.abs(grid[col]))
-        rows = data.subject_index[hit]
-        curves = np.array(curves, dtype=np.float64)
-        curves[rows, col[hit]] = data.values[hit]
-        if std is not None:
-            std = np.array(std, dtype=np.float64)
-            std[rows, col[hit]] = 0.0
-        return curves, std
+        return put_observed(data, grid, curves, std)
 
     @staticmethod
     def _check_finite(array, data, what, flat_offsets=None):

@@ -12,11 +12,22 @@ from fdaimpute._core.plausible import allow_observations_near_range
 from fdaimpute.data import IrregularData
 
 LONG_COLUMNS = ("id", "time", "value")
+#: The public imputers that take several variables, named where others refuse them.
+SEVERAL_VARIABLE_IMPUTERS = ("MultivariatePACEImputer", "KernelImputer", "MICEImputer")
 
 
-def is_long_frame(X):
-    """Whether ``X`` is a DataFrame in long format (columns id, time, value)."""
-    return hasattr(X, "columns") and all(c in list(X.columns) for c in LONG_COLUMNS)
+def is_long_frame(X, columns=LONG_COLUMNS):
+    """Whether ``X`` is a DataFrame with every one of ``columns`` (by
+    default id, time, value: a long table of one variable)."""
+    return hasattr(X, "columns") and all(c in list(X.columns) for c in columns)
+
+
+def is_variables_frame(X, id="id", time="time", variable="variable", value="value"):
+    """Whether ``X`` is a long table of several variables: a DataFrame with
+    the given id, time, variable and value columns (see
+    :meth:`MultivariateIrregularData.from_long
+    <fdaimpute.multivariate.MultivariateIrregularData.from_long>`)."""
+    return is_long_frame(X, (id, time, variable, value))
 
 
 def _is_pair_sequence(X):
@@ -29,15 +40,16 @@ def _is_pair_sequence(X):
     return all(np.ndim(part) >= 1 for part in first)
 
 
-def as_irregular(X):
+def as_irregular(X, who=None):
     """Convert an irregular input (not a dense matrix) to IrregularData.
 
     Returns ``None`` when ``X`` is dense (a 2-D array-like), which the caller
-    validates with scikit-learn's machinery.
+    validates with scikit-learn's machinery. ``who`` (the imputer's class
+    name) is named in the refusal of several variables.
     """
     if isinstance(X, IrregularData):
         return X
-    _refuse_multivariate(X)
+    _refuse_multivariate(X, who)
     if is_long_frame(X):
         return IrregularData.from_long(X, *LONG_COLUMNS)
     _refuse_unnamed_long_frame(X)
@@ -52,49 +64,105 @@ def as_irregular(X):
     return None
 
 
-def _refuse_multivariate(X):
+def several_variables_refusal(who=None):
+    """The message of an imputer of one variable given several."""
+    who = "this imputer" if who is None else who
+    names = ", ".join(SEVERAL_VARIABLE_IMPUTERS)
+    return (
+        "X holds several variables (a MultivariateIrregularData, or a long "
+        f"table with a 'variable' column); {who} models one variable. The "
+        f"imputers that take several variables are {names}; or pass one "
+        "variable (MultivariateIrregularData.variable_data)"
+    )
+
+
+def _refuse_multivariate(X, who=None):
     """Raise for several variables, which univariate imputers would mix up."""
     from fdaimpute.multivariate import MultivariateIrregularData
 
-    several = isinstance(X, MultivariateIrregularData)
-    if not several and hasattr(X, "columns") and is_long_frame(X):
-        several = "variable" in list(X.columns)
-    if several:
-        raise TypeError(
-            "X holds several variables (a MultivariateIrregularData, or a long "
-            "table with a 'variable' column); this imputer models one "
-            "variable: use fdaimpute.MultivariatePACEImputer (or KernelImputer "
-            "or MICEImputer, which also take several), or pass one variable "
-            "(MultivariateIrregularData.variable_data)"
-        )
+    if isinstance(X, MultivariateIrregularData) or is_variables_frame(X):
+        raise TypeError(several_variables_refusal(who))
+
+
+def _is_label_column(column):
+    """Whether a column holds labels (integers, text or categories)."""
+    dtype = column.dtype
+    return getattr(dtype, "kind", "O") in "iuOSU" or str(dtype) == "category"
+
+
+def _is_text_column(column):
+    dtype = column.dtype
+    return getattr(dtype, "kind", "O") in "OSU" or str(dtype) == "category"
+
+
+def _looks_long(X, n_columns):
+    """Whether ``X`` looks like a long table of ``n_columns`` columns with
+    other names: string column labels, no missing cell (a wide matrix to
+    impute has some) and a first column of labels (integers, text or
+    categories) that repeat."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not hasattr(X, "iloc") or len(columns) != n_columns:
+        return False
+    if not all(isinstance(c, str) for c in columns) or len(X) < 2:
+        return False
+    first = X.iloc[:, 0]
+    if not _is_label_column(first):
+        return False
+    return not X.isna().to_numpy().any() and first.nunique() < len(X)
+
+
+def _long_start(X):
+    first = repr(str(X.columns[0]))
+    return (
+        "X looks like a long table (one row per observation, repeated values in "
+        f"column {first}) rather than a matrix with one row per subject"
+    )
 
 
 def _refuse_unnamed_long_frame(X):
     """Raise when a DataFrame looks like a long table with other column names.
 
     Such a frame would otherwise be read as a wide matrix (one row per
-    observation). It is recognised by: exactly three columns with non-numeric
-    labels, no missing cell (a wide matrix to impute has some), and a first
-    column of integer, string or categorical labels that repeat.
+    observation). It is recognised by three columns (see ``_looks_long``),
+    or four of which one of the last three holds text (see
+    :func:`refuse_unnamed_variables_frame`).
     """
-    columns = getattr(X, "columns", None)
-    if columns is None or not hasattr(X, "iloc") or len(columns) != 3:
+    refuse_unnamed_variables_frame(X)
+    if not _looks_long(X, 3):
         return
-    if not all(isinstance(c, str) for c in columns) or len(X) < 2:
-        return
-    first = X.iloc[:, 0]
-    dtype = first.dtype
-    if getattr(dtype, "kind", "O") not in "iuOSU" and str(dtype) != "category":
-        return
-    if X.isna().to_numpy().any() or first.nunique() == len(X):
-        return
-    i, t, v = (repr(str(c)) for c in columns)
+    i, t, v = (repr(str(c)) for c in X.columns)
     raise ValueError(
-        f"X looks like a long table (one row per observation, repeated values in "
-        f"column {i}) rather than a matrix with one row per subject; read it "
-        f"with IrregularData.from_long(df, id={i}, time={t}, value={v}) or name "
-        "the columns 'id', 'time' and 'value'. If it really is a complete wide "
-        "matrix, pass X.to_numpy()"
+        f"{_long_start(X)}; read it with IrregularData.from_long(df, id={i}, "
+        f"time={t}, value={v}) or name the columns 'id', 'time' and 'value'. If "
+        "it really is a complete wide matrix, pass X.to_numpy()"
+    )
+
+
+def refuse_unnamed_variables_frame(X):
+    """Raise when a DataFrame looks like a long table of several variables
+    under other column names.
+
+    Four columns (see ``_looks_long``), one of the last three holding text:
+    the variable; the other two are taken as the time and the value, in
+    their order. The error gives the call of
+    :meth:`MultivariateIrregularData.from_long
+    <fdaimpute.multivariate.MultivariateIrregularData.from_long>` that reads
+    it.
+    """
+    if not _looks_long(X, 4):
+        return
+    text = [k for k in (1, 2, 3) if _is_text_column(X.iloc[:, k])]
+    if len(text) != 1:
+        return
+    names = [repr(str(c)) for c in X.columns]
+    variable = names[text[0]]
+    t, v = (names[k] for k in (1, 2, 3) if k != text[0])
+    raise ValueError(
+        f"{_long_start(X)}, of several variables (column {variable}); read it "
+        f"with MultivariateIrregularData.from_long(df, id={names[0]}, time={t}, "
+        f"variable={variable}, value={v}) or name the columns 'id', 'time', "
+        "'variable' and 'value'. The imputers that take several variables are "
+        f"{', '.join(SEVERAL_VARIABLE_IMPUTERS)}"
     )
 
 
