@@ -44,12 +44,7 @@ def outputs():
     out = {}
     for name, est in imputers.items():
         est.fit(data)
-        try:
-            curves, sd = est.transform(data, return_std=True)
-            out[f"{name}/sd"] = np.asarray(sd)
-        except NotImplementedError:
-            curves = est.transform(data)
-        out[f"{name}/curves"] = np.asarray(curves)
+        _curves_and_sd(est, data, out, name)
         try:
             out[f"{name}/derivative"] = np.asarray(est.derivative(data))
         except NotImplementedError:
@@ -77,22 +72,22 @@ def multivariate_outputs():
     out = {}
     for name, make in imputers.items():
         est = make().fit(data)
-        try:
-            curves, sd = est.transform(data, return_std=True)
-            out[f"{name}/sd"] = np.asarray(sd)
-        except NotImplementedError:
-            curves = est.transform(data)
-        out[f"{name}/curves"] = np.asarray(curves)
+        _curves_and_sd(est, data, out, name)
         out[f"{name}/derivative"] = np.asarray(est.derivative(data))
         out[f"{name}/at_observations"] = est.predict_at(data).values
         kept = make(grid=grid, keep_observed=True).fit(data)
-        try:
-            curves, sd = kept.transform(data, return_std=True)
-            out[f"{name}/kept_sd"] = np.asarray(sd)
-        except NotImplementedError:
-            curves = kept.transform(data)
-        out[f"{name}/kept_curves"] = np.asarray(curves)
+        _curves_and_sd(kept, data, out, name, prefix="kept_")
     return out
+
+
+def _curves_and_sd(est, data, out, name, prefix=""):
+    """Put ``est``'s curves of ``data`` (and SDs, where it has them) in ``out``."""
+    try:
+        curves, sd = est.transform(data, return_std=True)
+        out[f"{name}/{prefix}sd"] = np.asarray(sd)
+    except NotImplementedError:
+        curves = est.transform(data)
+    out[f"{name}/{prefix}curves"] = np.asarray(curves)
 
 
 def main(argv=None):
