@@ -224,6 +224,37 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         self._check_finite(deriv, data, "derivative")
         return self._wrap(deriv, data, grid)
 
+    def _curves_and_derivatives(self, X, grid=None):
+        """``transform(X, grid=grid)`` and ``derivative(X, grid=grid)`` as arrays.
+
+        One pass over the subjects where the method shares work between the
+        two (the FPCA family computes the scores once): the networks'
+        statistical base asks for both on every batch.
+        """
+        cls = type(self)
+        if cls.transform is not BaseImputer.transform or (
+            cls.derivative is not BaseImputer.derivative
+        ):  # e.g. several variables: the class's own outputs
+            curves = np.asarray(self.transform(X, grid=grid))
+            return curves, np.asarray(self.derivative(X, grid=grid))
+        data = self._check_transform_input(X)
+        grid = self._query_grid(grid)
+        check_output_fits(len(data), grid.size, 2)
+        inner, cols, outside = self._clipped(grid)
+        curves, deriv = self._in_blocks(
+            lambda part: self._curves_and_derivatives_grid(part, inner),
+            data,
+            inner.size,
+            n_out=2,
+        )
+        curves, deriv = curves[:, cols], deriv[:, cols]
+        deriv[:, outside] = 0.0
+        self._check_finite(curves, data, "imputed curve")
+        self._check_finite(deriv, data, "derivative")
+        self._warn_implausible(curves, data, grid)
+        curves, _ = self._keep_observed(data, grid, curves)
+        return curves, deriv
+
     def predict_at(self, X, times=None):
         """Evaluate each subject's imputed curve at given times.
 
@@ -282,6 +313,12 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
     # hooks with a default
     def _derivative_grid(self, data, grid):
         raise NotImplementedError(f"{type(self).__name__} does not provide derivatives")
+
+    def _curves_and_derivatives_grid(self, data, grid):
+        return (
+            self._transform_grid(data, grid, return_std=False),
+            self._derivative_grid(data, grid),
+        )
 
     def _predict_ragged(self, data, times, offsets):
         """Evaluate at per-subject times by linear interpolation of a fine grid."""

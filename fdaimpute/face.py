@@ -108,7 +108,8 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
     predictor_noise_variance_ : float
         The noise variance the predictor uses: the raw variances less the
         surface's diagonal, which also carries variation the surface cannot
-        follow, times the factor (1, 2, 4, ..., 32) that best predicts the
+        follow, times the factor (1, 2, 4, ..., 32), or the share (1, 2, 5
+        or 10%) of the hidden points' variance, that best predicts the
         held-out points of the bands (see Notes).
     n_components_ : int
         Number of components ``K`` (0 if the data show no variation
@@ -249,11 +250,13 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
         observation_noise = _measurement_noise(
             data.with_values(values, times), model.noise_variance
         )
-        # the refits keep the chosen smoothing: they judge this fit's model
+        # the refits keep the chosen smoothing and K: they judge this fit's model
         options.update(lambda_mean=result.lambda_mean, lambda_cov=result.lambda_cov)
+        if model.n_components:
+            options["n_components"] = model.n_components
         heldout = {}
         with one_blas_thread():
-            model.band_weight, model.band_misfit, scale = held_out_bands(
+            model.band_weight, model.band_misfit, noise = held_out_bands(
                 *scaled,
                 options,
                 fit_face,
@@ -263,7 +266,7 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
                 heldout=heldout,
             )
         self._keep_heldout(heldout)
-        model.noise_variance *= scale
+        model.noise_variance = noise
         self._model = model
         self._set_model_attributes(model, self.grid_)
         spread = self._scale[3]

@@ -57,7 +57,9 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         best rank has the least criterion (BIC, or the approximate
         leave-one-curve-out score when ``n_components="cv"``), trying them
         in turn and stopping at the first increase (the mean does not
-        depend on ``M``, so the likelihoods are of the same centred data).
+        depend on ``M``, so the likelihoods are of the same centred data),
+        or before a size with a direction the observation times barely see
+        (its curves would swing where no one is observed).
     n_basis_mean : int, default=20
         B-splines of the mean (a P-spline chosen by GCV, as FACE's).
     degree : int, default=3
@@ -93,7 +95,8 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         Maximum-likelihood measurement-error variance.
     predictor_noise_variance_ : float
         The noise variance the predictor uses: ``noise_variance_`` times the
-        factor (1, 2, 4, ..., 32) that best predicts points hidden from
+        factor (1, 2, 4, ..., 32), or the share (1, 2, 5 or 10%) of the
+        hidden points' variance, that best predicts points hidden from
         refits of the model (see Notes).
     n_components_ : int
     n_basis_ : int
@@ -224,7 +227,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         refit["n_components"] = model.n_components
         heldout = {}
         with one_blas_thread():
-            model.band_weight, model.band_misfit, scale = held_out_bands(
+            model.band_weight, model.band_misfit, noise = held_out_bands(
                 times,
                 values,
                 data.offsets,
@@ -239,7 +242,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         self._keep_heldout(heldout)
         spread = self._scale[3]
         self.noise_variance_ = model.noise_variance * spread**2
-        model.noise_variance *= scale
+        model.noise_variance = noise
         self.predictor_noise_variance_ = model.noise_variance * spread**2
         self._set_model_attributes(model, self.grid_)
         self.n_basis_ = model.cov_knots.size - model.degree - 1

@@ -6,10 +6,13 @@ import pytest
 from sklearn.base import clone
 
 import fdaimpute as fi
+from fdaimpute._face.fit import fit_face
 from fdaimpute._face.moments import pair_moments
 from fdaimpute._face.penalized import PenalizedPath
 from fdaimpute._fpca.eigen import eigen_analysis
+from fdaimpute._fpca.spline_bands import held_out_bands
 from fdaimpute._fpca.splines import design, difference_penalty, equal_knots
+from fdaimpute.face import _OPTIONS as FACE_OPTIONS
 from fdaimpute.face import FACEImputer
 
 
@@ -323,3 +326,25 @@ def test_bands_cover_the_true_curves_on_a_rough_process():
     assert face.predictor_noise_variance_ > 1.5 * truth
     # the measurement noise is capped below the predictor's
     assert face.noise_variance_ < 0.9 * face.predictor_noise_variance_
+
+
+def test_a_collapsed_noise_variance_is_lifted_on_the_held_out_points():
+    # A fit that puts all the variance in its surface (noise near 0) makes the
+    # predictor interpolate each visit; the held-out points must choose a
+    # noise variance near the truth, beyond any factor of the collapsed one.
+    process = fi.simulate.BasisProcess(
+        mean=lambda t: 1.0 + np.sin(np.pi * t),
+        basis=_configs.fourier_basis3,
+        score_var=[1.0, 0.5, 0.25],
+        scores="gauss",
+        noise_sd=0.5,
+    )
+    data = fi.simulate.sample(process, 200, "4-6", random_state=0).train.data
+    options = {name: getattr(FACEImputer(), name) for name in FACE_OPTIONS}
+    options.update(lambda_mean="gcv", lambda_cov="gcv")
+    collapsed = 1e-6
+    args = (data.times, data.values, data.offsets, data.time_range, options, fit_face)
+    *_, noise = held_out_bands(*args, tune_noise=True, noise_variance=collapsed)
+    assert 0.05 <= noise <= 0.5  # the truth is 0.25; 32 x collapsed is 3e-5
+    *_, untuned = held_out_bands(*args, tune_noise=False, noise_variance=collapsed)
+    assert untuned == collapsed

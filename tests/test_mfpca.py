@@ -6,7 +6,7 @@ from sklearn.base import clone
 
 import fdaimpute as fi
 from fdaimpute._mfpca.basis import OrthonormalBasis
-from fdaimpute._mfpca.fit import n_parameters
+from fdaimpute._mfpca.fit import barely_seen, n_parameters
 from fdaimpute._mfpca.likelihood import SubjectStats, nll_and_gradient, subject_nll
 from fdaimpute._mfpca.optimize import maximize_likelihood, qf
 from fdaimpute._mfpca.selection import approximate_cv
@@ -306,3 +306,51 @@ def test_the_cli_offers_it():
 
     _, factory = method_factories()["mfpca"]
     assert isinstance(factory(None, 0, False), MFPCAImputer)
+
+
+def _visit_times(schedule, n, seed):
+    """Each subject's visits: the ``schedule`` times, one uniform late time."""
+    rng = np.random.default_rng(seed)
+    late = rng.uniform(0.65, 1.0, n)
+    return np.sort(np.concatenate([np.tile(schedule, n), late]))
+
+
+def test_a_basis_the_design_barely_sees_is_recognised():
+    scheduled = _visit_times([0.0, 0.2, 0.4, 0.6], 200, 0)
+    uniform = np.random.default_rng(1).uniform(0, 1, 1000)
+    few_times = np.tile([0.0, 0.3, 0.6, 1.0], 50)
+
+    def seen(size, times):
+        return barely_seen(OrthonormalBasis.build(0.0, 1.0, size), times)
+
+    # knots every 0.2 with visits on them: some spline is ~0 at every visit
+    # and not 0 between them
+    assert seen(8, scheduled) and seen(12, scheduled)
+    assert not seen(6, scheduled)
+    assert not seen(8, uniform) and not seen(12, uniform)
+    # directions never seen at all leave the likelihood flat: harmless
+    assert not seen(8, few_times)
+
+
+def test_auto_basis_stops_before_a_size_the_design_barely_sees(monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        "fdaimpute._mfpca.fit.barely_seen",
+        lambda basis, times: calls.append(basis.size) or basis.size >= 8,
+    )
+    sim = fi.simulate.sample(
+        fi.simulate.BasisProcess(
+            mean=lambda t: 1.0 + t,
+            basis=_two_fourier,
+            score_var=[1.0, 0.4],
+            scores="gauss",
+            noise_sd=0.2,
+        ),
+        300,
+        "8-12",
+        random_state=0,
+    )
+    model = MFPCAImputer(n_components=2).fit(sim.train.data)
+    assert model.n_basis_ == 6 and 8 in calls
+    monkeypatch.undo()  # a uniform design sees every size: BIC takes 8 here
+    assert MFPCAImputer(n_components=2).fit(sim.train.data).n_basis_ == 8

@@ -254,3 +254,61 @@ def test_auto_validation_holds_out_the_share(data):
     model = VTImputer(**_configs.TINY, validation_fraction="auto").fit(data)
     assert len(model.split_["selection"]) == round(0.3 * len(data))
     assert model.config_["validation_fraction"] == pytest.approx(0.3)
+
+
+def _no_derivative(self, data, grid):
+    raise NotImplementedError("no derivative")
+
+
+@pytest.mark.parametrize("base", ["pace", "kernel", "no-derivative"])
+def test_base_curves_equal_transform_and_derivative(base, data, monkeypatch):
+    # the base gives curve and slope in one pass where the method shares the
+    # work (PACE scores once); they are transform's and derivative's outputs
+    # (finite differences of the curve without a derivative), in the
+    # module's units
+    from fdaimpute.nn.base_curves import EstimatorBase
+
+    if base == "pace":
+        est = fi.PACEImputer(extrapolate="clip", random_state=0).fit(data)
+        posterior, calls = type(est)._posterior, []
+        monkeypatch.setattr(
+            type(est), "_posterior", lambda s, d: calls.append(1) or posterior(s, d)
+        )
+    else:
+        est = fi.KernelImputer(extrapolate="clip").fit(data)
+    if base == "no-derivative":
+        monkeypatch.setattr(type(est), "_derivative_grid", _no_derivative)
+    lo, hi = data.time_range
+    width = int(data.n_obs.max())
+    t = np.zeros((len(data), width))
+    y = np.zeros((len(data), width))
+    mask = np.zeros((len(data), width), dtype=bool)
+    for i, (ti, yi) in enumerate(data):
+        t[i, : ti.size], y[i, : ti.size], mask[i, : ti.size] = ti, yi, True
+    mask[:, 1] = False  # the base sees what the encoder sees
+    t = torch.as_tensor((t - lo) / (hi - lo), dtype=torch.float32)
+    y = torch.as_tensor((y - 1.0) / 2.0, dtype=torch.float32)
+    grid = torch.linspace(0, 1, 21)
+    curve, slope = EstimatorBase(est, lo, hi - lo, 1.0, 2.0)(
+        t, y, torch.as_tensor(mask), grid
+    )
+    counts = mask.sum(axis=1)
+    visible = fi.IrregularData(
+        lo + (hi - lo) * t.double().numpy()[mask],
+        1.0 + 2.0 * y.double().numpy()[mask],
+        np.concatenate([[0], np.cumsum(counts)]),
+        duplicates="average",
+    )
+    s = lo + (hi - lo) * grid.double().numpy()
+    want = (np.asarray(est.transform(visible, grid=s)) - 1.0) / 2.0
+    if base == "no-derivative":
+        want_slope = np.gradient(want, grid.double().numpy(), axis=1)
+    else:
+        want_slope = np.asarray(est.derivative(visible, grid=s)) * (hi - lo) / 2.0
+    as32 = dict(dtype=torch.float32)
+    torch.testing.assert_close(curve, torch.as_tensor(want, **as32), rtol=0, atol=0)
+    torch.testing.assert_close(
+        slope, torch.as_tensor(want_slope, **as32), rtol=0, atol=0
+    )
+    if base == "pace":
+        assert len(calls) == 3  # the base once for both, then transform, derivative

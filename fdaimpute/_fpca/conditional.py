@@ -64,6 +64,10 @@ class ConditionalScorePredictor:
     def _derivative_grid(self, data, grid):
         return self._slopes(self._posterior(data), grid)
 
+    def _curves_and_derivatives_grid(self, data, grid):
+        scores = self._posterior(data)
+        return self._curves(scores, grid), self._slopes(scores, grid)
+
     def _predict_ragged(self, data, times, offsets):
         scores = self._posterior(data)
         subject = np.repeat(np.arange(len(data)), np.diff(offsets))

@@ -100,14 +100,21 @@ class EstimatorBase:
             duplicates="average",
         )
         s = self.time_offset + self.time_scale * grid.detach().cpu().double().numpy()
-        curve = np.asarray(self.estimator.transform(data, grid=s), dtype=np.float64)
-        curve = (curve - self.value_mean) / self.value_scale
+        deriv = None
+        if self.derivative:
+            try:
+                curve, deriv = self.estimator._curves_and_derivatives(data, grid=s)
+                deriv = deriv * (self.time_scale / self.value_scale)
+            except NotImplementedError:
+                pass
+        if deriv is None:
+            curve = self.estimator.transform(data, grid=s)
+        curve = (
+            np.asarray(curve, dtype=np.float64) - self.value_mean
+        ) / self.value_scale
         out = torch.as_tensor(curve, dtype=torch.float32, device=t.device)
         if not self.derivative:
             return out, None
-        try:
-            deriv = np.asarray(self.estimator.derivative(data, grid=s))
-            deriv = deriv * (self.time_scale / self.value_scale)
-        except NotImplementedError:
+        if deriv is None:
             deriv = np.gradient(curve, grid.detach().cpu().double().numpy(), axis=1)
         return out, torch.as_tensor(deriv, dtype=torch.float32, device=t.device)
