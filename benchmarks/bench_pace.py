@@ -12,12 +12,15 @@ and n = 100,000, n_i 3-5 with continuous times, with peak memory.
 (``posterior_scores``) on threads and in the calling thread, by batch size,
 and one epoch of SAND with its PACE base (which calls it on every batch of
 64 subjects) under both: the grounds of ``PARALLEL_MIN_OBSERVATIONS``.
+``--base-batch`` times that base per batch: the curve alone (VT), and the
+curve with its slope (SAND) from one set of scores or from two.
 
 Usage::
 
     python benchmarks/bench_pace.py            # print the tables
     python benchmarks/bench_pace.py --write    # also update docs/benchmarks.md
     python benchmarks/bench_pace.py --scores-threads --write
+    python benchmarks/bench_pace.py --base-batch --repeats 5 --write
 """
 
 from __future__ import annotations
@@ -272,6 +275,60 @@ def scores_threads(seed, repeats):
     return rows, epochs, n_workers()
 
 
+def base_batch(seed, repeats):
+    """Milliseconds per batch of the networks' PACE base: curve, curve and slope."""
+    import torch
+
+    from fdaimpute.nn.base_curves import EstimatorBase
+
+    sim = fi.simulate.sand_paper(n=2000, n_obs="8-12", random_state=seed)
+    pace = fi.PACEImputer(extrapolate="clip", random_state=seed).fit(sim.train.data)
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.sort(torch.rand(64, 12, generator=gen), dim=1).values
+    y = torch.randn(64, 12, generator=gen)
+    mask = torch.rand(64, 12, generator=gen) < 0.8
+    mask[:, 0] = True
+    grid = torch.linspace(0, 1, 101)
+
+    class TwoPasses(EstimatorBase):
+        """The slope from its own call of ``derivative`` (as before one pass)."""
+
+        def __call__(self, t, y, mask, grid):
+            curve, _ = EstimatorBase.__call__(self, t, y, mask, grid)
+            slope = self.estimator.derivative(self.last_data, grid=self.last_grid)
+            return curve, slope
+
+    def visible_data():
+        from fdaimpute.data import IrregularData
+
+        m = mask.numpy()
+        return IrregularData(
+            t.double().numpy()[m],
+            y.double().numpy()[m],
+            np.concatenate([[0], np.cumsum(m.sum(axis=1))]),
+            duplicates="average",
+        )
+
+    two = TwoPasses(pace, 0.0, 1.0, 0.0, 1.0, derivative=False)
+    two.last_data, two.last_grid = visible_data(), grid.double().numpy()
+    cases = {
+        "curve only": EstimatorBase(pace, 0.0, 1.0, 0.0, 1.0, derivative=False),
+        "curve and slope, one pass": EstimatorBase(pace, 0.0, 1.0, 0.0, 1.0),
+        "curve and slope, two passes": two,
+    }
+    rows = []
+    for name, base in cases.items():
+        base(t, y, mask, grid)
+        best = np.inf
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(50):
+                base(t, y, mask, grid)
+            best = min(best, (time.perf_counter() - start) / 50)
+        rows.append({"base call": name, "ms per batch": 1000 * best})
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -286,7 +343,30 @@ def main(argv=None):
         action="store_true",
         help="time posterior_scores on threads and on one (its own section)",
     )
+    parser.add_argument(
+        "--base-batch",
+        action="store_true",
+        help="time the networks' PACE base per batch (its own section)",
+    )
     args = parser.parse_args(argv)
+    if args.base_batch:
+        rows = base_batch(args.seed, args.repeats)
+        body = (
+            "Milliseconds per batch (64 subjects, 8-12 observations, about 80% "
+            "visible, a grid of 101) of the networks' statistical base "
+            "(`EstimatorBase` over `PACEImputer`, n = 2,000, 8-12), best of "
+            f"{args.repeats} runs of 50 calls: VT needs the curve, SAND the "
+            "curve and its slope, now from one set of scores (`two passes` "
+            "calls `derivative` after `transform`, as the base did before).\n\n"
+            + markdown_table(
+                rows, ["base call", "ms per batch"], {"ms per batch": ".2f"}
+            )
+            + "\n"
+        )
+        print(body)
+        if args.write:
+            write_section("pace-base-batch", "The networks' PACE base per batch", body)
+        return
     if args.scores_threads:
         rows, epochs, workers = scores_threads(args.seed, args.repeats)
         body = (
