@@ -688,3 +688,27 @@ def test_launcher_variables_missing_a_rank_give_a_message(
     fit = ["fit", str(path), "--save", str(tmp_path / "m.fdai"), *NAMES[:6]]
     with pytest.raises(SystemExit, match="cannot join the process group .*RANK"):
         main([*fit, "--method", "vt", "--epochs", "1"])
+
+
+def test_a_method_imports_only_its_own_module():
+    # the command line lists every method but imports an imputer's module only
+    # when that method is used (scikit-learn's experimental imputer for MICE,
+    # torch for the networks and the other imputers cost start-up time)
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from fdaimpute._cli.methods import method_factories\n"
+        "methods = method_factories()\n"
+        "methods['pace'][1](None, 0, False)\n"
+        "others = ('auto', 'kernel', 'face', 'mfpca', 'mice', 'mpace', 'cnp',"
+        " 'gain', 'neural')\n"
+        "print(sorted(m for m in others if 'fdaimpute.' + m in sys.modules),"
+        " 'fdaimpute.pace' in sys.modules, 'torch' in sys.modules)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["[]", "True", "False"]

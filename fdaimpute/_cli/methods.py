@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from importlib import import_module
+from importlib.util import find_spec
+
 from fdaimpute._cli.params import check_params, collect_params
 
 #: Methods that impute several variables (--variable, several --value columns).
@@ -14,109 +18,126 @@ ALWAYS_MULTIVARIATE = ("mpace",)
 COVARIATE_METHODS = ("mpace",)
 
 
-def method_factories():
-    """Name -> (description, factory(grid, random_state, quick))."""
-    from fdaimpute.auto import AutoImputer
-    from fdaimpute.kernel import KernelImputer
+@dataclass(frozen=True)
+class Method:
+    """A command-line method: the imputer behind it, imported only when used.
 
-    methods = {
-        "auto": (
-            "the best of pace, face, mfpca and kernel on held-out points",
-            lambda grid, seed, quick: AutoImputer(grid=grid, random_state=seed),
-        ),
-        "kernel": (
-            "per-subject local-linear smoothing shrunk to the mean",
-            lambda grid, seed, quick: KernelImputer(grid=grid),
-        ),
+    Attributes
+    ----------
+    module, name : str
+        Where the imputer's class lives, and its name.
+    description : str
+        One line for the help and the demo.
+    seeded : bool
+        Whether the imputer takes ``random_state`` (the command's ``--seed``).
+    quick : dict
+        Settings of the demo's quick fits.
+    needs_torch : bool
+        Whether the imputer needs PyTorch (offered only where it is installed).
+    """
+
+    module: str
+    name: str
+    description: str
+    seeded: bool = True
+    quick: dict = field(default_factory=dict)
+    needs_torch: bool = False
+
+    def available(self):
+        """Whether the imputer can be imported here (PyTorch, where it needs it)."""
+        return not self.needs_torch or find_spec("torch") is not None
+
+    def make(self, grid, seed, quick):
+        """The imputer with ``grid``, the seed (if it takes one) and quick settings."""
+        kwargs = {"grid": grid}
+        if self.seeded:
+            kwargs["random_state"] = seed
+        if quick:
+            kwargs.update(self.quick)
+        return getattr(import_module(self.module), self.name)(**kwargs)
+
+
+_NEURAL_QUICK = {"max_epochs": 30}
+
+#: Every method, in the order the help and the demo list them.
+METHODS = {
+    "auto": Method(
+        "fdaimpute.auto",
+        "AutoImputer",
+        "the best of pace, face, mfpca and kernel on held-out points",
+    ),
+    "kernel": Method(
+        "fdaimpute.kernel",
+        "KernelImputer",
+        "per-subject local-linear smoothing shrunk to the mean",
+        seeded=False,
+    ),
+    "pace": Method(
+        "fdaimpute.pace",
+        "PACEImputer",
+        "functional PCA by conditional expectation (PACE)",
+    ),
+    "face": Method(
+        "fdaimpute.face",
+        "FACEImputer",
+        "fast covariance estimation (FACE): spline covariance, PACE's predictor",
+        seeded=False,
+    ),
+    "mfpca": Method(
+        "fdaimpute.mfpca",
+        "MFPCAImputer",
+        "reduced-rank functional PCA by maximum likelihood (mFPCA)",
+        seeded=False,
+    ),
+    "gain": Method(
+        "fdaimpute.gain",
+        "GAINImputer",
+        "generative adversarial imputation (GAIN) on binned times (torch)",
+        quick={"max_iter": 500},
+        needs_torch=True,
+    ),
+    "cnp": Method(
+        "fdaimpute.cnp",
+        "CNPImputer",
+        "conditional neural process (CNP), a baseline (torch)",
+        quick={"max_epochs": 30},
+        needs_torch=True,
+    ),
+    "mpace": Method(
+        "fdaimpute.mpace",
+        "MultivariatePACEImputer",
+        "multivariate PACE: several variables sharing components, covariates",
+    ),
+    "mice": Method(
+        "fdaimpute.mice",
+        "MICEImputer",
+        "chained equations on binned times (a baseline)",
+    ),
+    "vt": Method(
+        "fdaimpute.neural",
+        "VTImputer",
+        "transformer imputer, started from PACE (torch)",
+        quick=_NEURAL_QUICK,
+        needs_torch=True,
+    ),
+    "sand": Method(
+        "fdaimpute.neural",
+        "SANDImputer",
+        "transformer + self-attention on derivatives, started from PACE (torch)",
+        quick=_NEURAL_QUICK,
+        needs_torch=True,
+    ),
+}
+
+
+def method_factories():
+    """Name -> (description, factory(grid, random_state, quick)) of the methods
+    available here; nothing is imported until a factory is called."""
+    return {
+        name: (method.description, method.make)
+        for name, method in METHODS.items()
+        if method.available()
     }
-    try:
-        from fdaimpute.pace import PACEImputer
-    except ImportError:
-        pass
-    else:
-        methods["pace"] = (
-            "functional PCA by conditional expectation (PACE)",
-            lambda grid, seed, quick: PACEImputer(grid=grid, random_state=seed),
-        )
-    try:
-        from fdaimpute.face import FACEImputer
-    except ImportError:
-        pass
-    else:
-        methods["face"] = (
-            "fast covariance estimation (FACE): spline covariance, PACE's predictor",
-            lambda grid, seed, quick: FACEImputer(grid=grid),
-        )
-    try:
-        from fdaimpute.mfpca import MFPCAImputer
-    except ImportError:
-        pass
-    else:
-        methods["mfpca"] = (
-            "reduced-rank functional PCA by maximum likelihood (mFPCA)",
-            lambda grid, seed, quick: MFPCAImputer(grid=grid),
-        )
-    try:
-        from fdaimpute.gain import GAINImputer
-    except ImportError:
-        pass
-    else:
-        methods["gain"] = (
-            "generative adversarial imputation (GAIN) on binned times (torch)",
-            lambda grid, seed, quick: GAINImputer(
-                grid=grid, random_state=seed, **({"max_iter": 500} if quick else {})
-            ),
-        )
-    try:
-        from fdaimpute.cnp import CNPImputer
-    except ImportError:
-        pass
-    else:
-        methods["cnp"] = (
-            "conditional neural process (CNP), a baseline (torch)",
-            lambda grid, seed, quick: CNPImputer(
-                grid=grid, random_state=seed, **({"max_epochs": 30} if quick else {})
-            ),
-        )
-    try:
-        from fdaimpute.mpace import MultivariatePACEImputer
-    except ImportError:
-        pass
-    else:
-        methods["mpace"] = (
-            "multivariate PACE: several variables sharing components, covariates",
-            lambda grid, seed, quick: MultivariatePACEImputer(
-                grid=grid, random_state=seed
-            ),
-        )
-    try:
-        from fdaimpute.mice import MICEImputer
-    except ImportError:
-        pass
-    else:
-        methods["mice"] = (
-            "chained equations on binned times (a baseline)",
-            lambda grid, seed, quick: MICEImputer(grid=grid, random_state=seed),
-        )
-    try:
-        from fdaimpute.neural import SANDImputer, VTImputer
-    except ImportError:
-        pass
-    else:
-        quick_kw = {"max_epochs": 30}
-        methods["vt"] = (
-            "transformer imputer, started from PACE (torch)",
-            lambda grid, seed, quick: VTImputer(
-                grid=grid, random_state=seed, **(quick_kw if quick else {})
-            ),
-        )
-        methods["sand"] = (
-            "transformer + self-attention on derivatives, started from PACE (torch)",
-            lambda grid, seed, quick: SANDImputer(
-                grid=grid, random_state=seed, **(quick_kw if quick else {})
-            ),
-        )
-    return methods
 
 
 def method_name(text):

@@ -32,7 +32,7 @@ MAX_SUBJECTS = 3000
 #: Factors of the fitted noise variance tried by the predictor.
 NOISE_SCALES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 #: Shares of the hidden points' variance about the mean tried as well (those
-#: above the scaled candidates' smallest).
+#: above the largest scaled candidate).
 NOISE_SHARES = (0.01, 0.02, 0.05, 0.1)
 
 
