@@ -87,6 +87,10 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
     variables_ : list of str
         Only after a fit on several variables: their names, in the order
         of the output's blocks.
+    value_ranges_ : list of tuple of float
+        Only after a fit on several variables: each variable's training
+        range; ``transform`` warns, naming the subject and the variable,
+        when a curve leaves it widened by half of it.
     variable_imputers_ : list of KernelImputer
         Only after a fit on several variables: each variable's smoother,
         fitted on that variable alone (its ``bandwidth_``, ``shrinkage_``

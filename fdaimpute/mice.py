@@ -102,6 +102,10 @@ class MICEImputer(SeveralVariablesMixin, BinnedGridMixin, BaseImputer):
     variables_ : list of str
         Only after a fit on several variables: their names, in the order
         of the output's blocks.
+    value_ranges_ : list of tuple of float
+        Only after a fit on several variables: each variable's training
+        range; ``transform`` warns, naming the subject and the variable,
+        when a curve leaves it widened by half of it.
     variable_bin_edges_, variable_bin_centres_ : list of ndarray
         Only after a fit on several variables: each variable's bins, as
         ``bin_edges_`` and ``bin_centres_`` of a fit on it alone (which

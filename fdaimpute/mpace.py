@@ -18,6 +18,7 @@ from fdaimpute._core.params import (
     Options,
     Pair,
 )
+from fdaimpute._core.plausible import warn_implausible_variables
 from fdaimpute._fpca.covariates import CovariateDesign, varying_coefficients
 from fdaimpute._fpca.folds import N_FOLDS
 from fdaimpute._fpca.heldout import one_standard_error_k
@@ -130,6 +131,10 @@ class MultivariatePACEImputer(BaseImputer):
     ----------
     variables_ : list of str
         The variables, in the order of the output's blocks.
+    value_ranges_ : list of tuple of float
+        Each variable's training range; ``transform`` warns, naming the
+        subject and the variable, when a curve leaves it widened by half of
+        it (inside the observed time range).
     grid_ : ndarray of shape (n_grid,)
         The output grid.
     univariate_ : list of PACEImputer
@@ -714,6 +719,14 @@ class MultivariatePACEImputer(BaseImputer):
         curves = self._model.curves(scores, inner)
         curves = curves + self._covariate_curves(design, inner)
         self._check_finite(curves, data, "imputed curve")
+        warn_implausible_variables(
+            curves,
+            given,
+            grid,
+            self.time_range_,
+            getattr(self, "value_ranges_", None),
+            type(self).__name__,
+        )
         curves, std = self._keep_observed(given, grid, curves, std)
         if std is None:
             return self._wrap(curves, data, grid)

@@ -24,6 +24,7 @@ from fdaimpute._core.multivariate_frames import (
     subject_covariates,
 )
 from fdaimpute._core.output import column_labels
+from fdaimpute._core.plausible import warn_implausible_variables
 from fdaimpute._core.ragged import RaggedSubjects
 from fdaimpute._core.validation import (
     check_in_range,
@@ -708,8 +709,19 @@ class SeveralVariablesMixin:
             )
         data, grid, curves = self._several_outputs(X, grid, derivative=False)
         self._check_finite(curves, data, "imputed curve")
+        self._warn_implausible_variables(curves, data, grid)
         curves, _ = self._keep_observed(data, grid, curves)
         return self._wrap(curves, data, grid)
+
+    def _warn_implausible_variables(self, curves, data, grid):
+        warn_implausible_variables(
+            curves,
+            data,
+            grid,
+            self.time_range_,
+            getattr(self, "value_ranges_", None),
+            type(self).__name__,
+        )
 
     def transform_3d(self, X, grid=None):
         """:meth:`transform` of several variables as an array (n_subjects, p, n_grid).

@@ -1,5 +1,7 @@
 """KernelImputer and MICEImputer on several variables; the others refuse them."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -276,3 +278,64 @@ def test_mice_keeps_each_variables_imputed_cells_within_its_values(tmp_path):
     path = tmp_path / "mice.fdaimpute"
     imp.save(path)
     assert_array_equal(fi.MICEImputer.load(path).transform_3d(data), curves)
+
+
+def test_each_variable_is_judged_against_its_own_range(two_independent):
+    from fdaimpute._core.plausible import warn_implausible_variables
+
+    _, _, data = two_independent
+    ranges = [(-1.0, 1.0), (10.0, 11.0)]  # b's values read as if near 10.5
+    curves = np.zeros((len(data), 2 * GRID.size))
+    curves[:, GRID.size :] = 10.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_implausible_variables(curves, data, GRID, (0, 1), ranges, "X")
+    # 2.0 is far outside b's [9.5, 11.5] (not a's): subject 0, never observed
+    # on b, is judged against b's range alone
+    curves[0, GRID.size + 3] = 2.0
+    label = f"subject {data.ids[0]!r}"
+    with pytest.warns(UserWarning, match=rf"X \(b\): the imputed curve of {label}"):
+        warn_implausible_variables(curves, data, GRID, (0, 1), ranges, "X")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_implausible_variables(curves, data, GRID, (0, 1), None, "X")
+
+
+@pytest.mark.parametrize("make", [_kernel, _mice])
+def test_several_variables_warn_of_an_implausible_curve(
+    make, two_independent, tmp_path
+):
+    _, _, data = two_independent
+    imp = make().fit(data)
+    b = data.values[data.variable == 1]
+    assert imp.value_ranges_[1] == (b.min(), b.max())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        imp.transform(data)
+    imp.save(tmp_path / "model.fdai")
+    back = type(imp).load(tmp_path / "model.fdai")
+    assert back.value_ranges_ == imp.value_ranges_
+    curves_of = back._variable_curves
+
+    def spiked(part, grid, derivative):
+        out = curves_of(part, grid, derivative)
+        out[1, grid.size + 2] = b.max() + 10 * (b.max() - b.min())
+        return out
+
+    back._variable_curves = spiked
+    with pytest.warns(UserWarning, match=r"\(b\): the imputed curve of subject"):
+        back.transform(data)
+
+
+def test_multivariate_pace_warns_of_an_implausible_curve(two_independent):
+    _, _, data = two_independent
+    imp = fi.MultivariatePACEImputer(grid=GRID, random_state=0).fit(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        imp.transform(data)
+    a = data.values[data.variable == 0]
+    shift = np.zeros((len(data), 2 * GRID.size))
+    shift[3, 5] = 10 * (a.max() - a.min())
+    imp._covariate_curves = lambda design, grid: shift
+    with pytest.warns(UserWarning, match=r"\(a\): the imputed curve of subject"):
+        imp.transform(data)

@@ -21,7 +21,8 @@ def fit_from_scratch(estimator, X, read, fit):
     ``time_range_``, ``grid_`` (from the ``grid`` parameter, or the column
     times of a matrix, ``dense_times_``, that ``read`` recorded), and
     ``n_subjects_fit_``; for one variable ``value_range_``, for several
-    (data with ``variables``) their names as ``variables_``. A fit that
+    (data with ``variables``) their names as ``variables_`` and each one's
+    range as ``value_ranges_``. A fit that
     raises removes every fitted attribute, those of an earlier fit too.
 
     Parameters
@@ -58,6 +59,10 @@ def fit_from_scratch(estimator, X, read, fit):
         estimator.n_subjects_fit_ = len(data)
         if variables is not None:
             estimator.variables_ = [str(v) for v in variables]
+            estimator.value_ranges_ = [
+                value_range(data.values[data.variable == j])
+                for j in range(len(variables))
+            ]
         fit(data)
     except BaseException:
         estimator._clear_fitted()

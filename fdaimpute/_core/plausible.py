@@ -41,15 +41,55 @@ def warn_implausible(curves, data, grid, time_range, values_range, name):
     name : str
         The imputer's class name, for the message.
     """
-    found = _outside(curves, data, grid, time_range, values_range)
-    if found is None:
+    found = _outside(curves, data.values, data.offsets, grid, time_range, values_range)
+    if found is not None:
+        _warn(found, data.ids, grid, name)
+
+
+def warn_implausible_variables(curves, data, grid, time_range, values_ranges, name):
+    """:func:`warn_implausible` for each variable's block of columns.
+
+    Each variable's curves are judged against that variable's training range
+    and the subject's own observations of it; a subject not observed on a
+    variable (whose curve there comes from the others, or is the mean) is
+    judged against the training range alone.
+
+    Parameters
+    ----------
+    curves : ndarray of shape (n_subjects, p * n_grid)
+        Variable-major blocks.
+    data : MultivariateIrregularData
+        The subjects imputed.
+    grid : ndarray of shape (n_grid,)
+    time_range : tuple of float
+    values_ranges : list of tuple of float, or None
+        Each variable's training range (None: no check).
+    name : str
+        The imputer's class name.
+    """
+    if values_ranges is None:
         return
+    n, width = len(data), grid.size
+    for j, variable in enumerate(data.variables):
+        keep = data.variable == j
+        counts = np.bincount(data.subject_index[keep], minlength=n)
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        block = curves[:, j * width : (j + 1) * width]
+        found = _outside(
+            block, data.values[keep], offsets, grid, time_range, values_ranges[j]
+        )
+        if found is not None:
+            _warn(found, data.ids, grid, f"{name} ({variable})")
+
+
+def _warn(found, ids, grid, name):
+    """The warning of :func:`warn_implausible` for what ``_outside`` found."""
     rows, bad, part, low, high, inside = found
     i = int(rows[0])
     col = int(np.flatnonzero(bad[i])[0])
     others = f" and {rows.size - 1} other subject(s)" if rows.size > 1 else ""
     warnings.warn(
-        f"{name}: the imputed curve of {subject_label(data.ids, i)}{others} "
+        f"{name}: the imputed curve of {subject_label(ids, i)}{others} "
         f"leaves the training data's range widened by half of it "
         f"([{low[i]:.4g}, {high[i]:.4g}]) inside the observed time range "
         f"({part[i, col]:.4g} at time {grid[inside][col]:.4g}); do not trust "
@@ -57,7 +97,7 @@ def warn_implausible(curves, data, grid, time_range, values_range, name):
         "follows single observations less closely (AutoImputer chooses one on "
         "held-out points; for PACE fewer n_components or a wider bandwidth_cov)",
         UserWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 
@@ -109,11 +149,11 @@ def implausible_rows(curves, data, grid, time_range, values_range):
     ndarray of int
         The subjects' positions, in order (empty when every curve is plausible).
     """
-    found = _outside(curves, data, grid, time_range, values_range)
+    found = _outside(curves, data.values, data.offsets, grid, time_range, values_range)
     return np.zeros(0, dtype=int) if found is None else found[0]
 
 
-def _outside(curves, data, grid, time_range, values_range):
+def _outside(curves, values, offsets, grid, time_range, values_range):
     """Where curves leave the widened range (None when none does or no check).
 
     Returns the offending rows, the mask of offending points inside the time
@@ -126,14 +166,13 @@ def _outside(curves, data, grid, time_range, values_range):
     if not inside.any():
         return None
     lo, hi = values_range
-    counts = data.n_obs
-    has = counts > 0
-    own_lo = np.full(len(data), lo)
-    own_hi = np.full(len(data), hi)
+    has = np.diff(offsets) > 0
+    own_lo = np.full(has.size, lo)
+    own_hi = np.full(has.size, hi)
     if has.any():
-        starts = data.offsets[:-1][has]
-        own_lo[has] = np.minimum(lo, np.minimum.reduceat(data.values, starts))
-        own_hi[has] = np.maximum(hi, np.maximum.reduceat(data.values, starts))
+        starts = offsets[:-1][has]
+        own_lo[has] = np.minimum(lo, np.minimum.reduceat(values, starts))
+        own_hi[has] = np.maximum(hi, np.maximum.reduceat(values, starts))
     half = WIDEN * (own_hi - own_lo)
     part = curves[:, inside]
     low, high = own_lo - half, own_hi + half
