@@ -100,15 +100,10 @@ class EstimatorBase:
             duplicates="average",
         )
         s = self.time_offset + self.time_scale * grid.detach().cpu().double().numpy()
-        deriv = None
         if self.derivative:
-            try:
-                curve, deriv = self.estimator._curves_and_derivatives(data, grid=s)
-                deriv = deriv * (self.time_scale / self.value_scale)
-            except NotImplementedError:
-                pass
-        if deriv is None:
-            curve = self.estimator.transform(data, grid=s)
+            curve, deriv = self._curve_and_slope(data, s)
+        else:
+            curve, deriv = self.estimator.transform(data, grid=s), None
         curve = (
             np.asarray(curve, dtype=np.float64) - self.value_mean
         ) / self.value_scale
@@ -117,4 +112,21 @@ class EstimatorBase:
             return out, None
         if deriv is None:
             deriv = np.gradient(curve, grid.detach().cpu().double().numpy(), axis=1)
+        else:
+            deriv = np.asarray(deriv) * (self.time_scale / self.value_scale)
         return out, torch.as_tensor(deriv, dtype=torch.float32, device=t.device)
+
+    def _curve_and_slope(self, data, grid):
+        """The imputer's curves and derivatives (None where it has none).
+
+        In one pass where the imputer offers it (the FPCA family scores the
+        subjects once for both).
+        """
+        est = self.estimator
+        both = getattr(est, "_curves_and_derivatives", None)
+        try:
+            if both is not None:
+                return both(data, grid=grid)
+            return est.transform(data, grid=grid), est.derivative(data, grid=grid)
+        except NotImplementedError:
+            return est.transform(data, grid=grid), None
