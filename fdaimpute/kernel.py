@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import Interval, Options
@@ -16,7 +17,10 @@ from fdaimpute._numerics.local_linear import (
     moment_sums,
     solve_local_linear,
     subject_moment_sums,
+    weight_norms,
 )
+from fdaimpute._numerics.noise_difference import difference_estimate_or_none
+from fdaimpute._numerics.smoother_bands import fit_band_model, leave_one_out
 from fdaimpute.base import BaseImputer
 from fdaimpute.multivariate import SeveralVariablesMixin
 from fdaimpute.smoothing import bin_data
@@ -26,6 +30,8 @@ __all__ = ["KernelImputer"]
 # Pull toward the mean (in observations) where a window is degenerate.
 _RIDGE_FLOOR = 1e-9
 _SHRINKAGE_GRID = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0)
+# Knots of the misfit variance's (log) profile over the time range.
+_MISFIT_KNOTS = 3
 
 
 @shared_docs()
@@ -179,6 +185,54 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
         # With per-subject selection these serve subjects whose own criterion
         # is undefined (too few points).
         self.bandwidth_, self.shrinkage_ = self._select(data, pooled=True)
+        self._bands = self._fit_bands(data)
+        self.noise_variance_ = float(np.mean(self._bands.noise_at(data.times)))
+
+    def _fit_bands(self, data):
+        """The bands' variance model, fitted on the leave-one-out residuals."""
+        h, lam = self._bandwidths(data)
+        subject = data.subject_index
+        mu, dmu = self._mean_at(data.times)
+        sums = _moments(data, data.times, data.offsets, h, self.kernel, squares=True)
+        fit, _, hat = _solve(sums, lam[subject], h[subject], mu, dmu)
+        norm2, prior = weight_norms(
+            sums, h[subject], ridge=lam[subject], floor=_RIDGE_FLOOR
+        )
+        keep, resid, norm2, prior = leave_one_out(data.values - fit, hat, norm2, prior)
+        noise = difference_estimate_or_none(data.times, data.values, subject)
+        return fit_band_model(
+            resid,
+            norm2,
+            prior,
+            data.times[keep],
+            self.time_range_,
+            _MISFIT_KNOTS,
+            noise,
+        )
+
+    def noise_variance_at(self, times):
+        """The measurement-noise variance of a new observation at ``times``.
+
+        A prediction interval for a new observation at ``t`` has standard
+        deviation ``sqrt(sd(t)^2 + noise_variance_at(t))``, ``sd`` from
+        ``transform(X, return_std=True)``.
+
+        Parameters
+        ----------
+        times : array-like
+            Times (any shape).
+
+        Returns
+        -------
+        ndarray of the shape of ``times``
+        """
+        check_is_fitted(self, "noise_variance_")
+        if self._several():
+            raise TypeError(
+                "KernelImputer fitted on several variables: use each variable's "
+                "imputer in variable_imputers_"
+            )
+        return self._bands.noise_at(np.asarray(times, dtype=np.float64))
 
     def _fit_variables(self, data):
         """Each variable's own smoother, fitted on that variable alone."""
@@ -300,15 +354,20 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
             return np.full(n, self.bandwidth_), np.full(n, self.shrinkage_)
         return self._select(data, pooled=False)
 
-    def _evaluate(self, data, times, offsets, derivative=False):
+    def _evaluate(self, data, times, offsets, derivative=False, return_std=False):
         h, lam = self._bandwidths(data)
         # the mean at each distinct time once (a grid repeats for every subject)
         distinct, inverse = np.unique(times, return_inverse=True)
         mu, dmu = (part[inverse] for part in self._mean_at(distinct))
         counts = np.diff(offsets)
-        sums = _moments(data, times, offsets, h, self.kernel)
+        sums = _moments(data, times, offsets, h, self.kernel, squares=return_std)
         q_subject = np.repeat(np.arange(len(data)), counts)
         fit, slope, _ = _solve(sums, lam[q_subject], h[q_subject], mu, dmu)
+        if return_std:
+            norm2, prior = weight_norms(
+                sums, h[q_subject], ridge=lam[q_subject], floor=_RIDGE_FLOOR
+            )
+            return fit, np.sqrt(self._bands.curve_variance(times, norm2, prior))
         return slope if derivative else fit
 
     def _grid_query(self, data, grid):
@@ -316,11 +375,10 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
         return np.tile(grid, n), np.arange(n + 1) * grid.size
 
     def _transform_grid(self, data, grid, return_std=False):
-        if return_std:
-            raise NotImplementedError(
-                "KernelImputer does not estimate uncertainty; use PACEImputer"
-            )
         times, offsets = self._grid_query(data, grid)
+        if return_std:
+            fit, std = self._evaluate(data, times, offsets, return_std=True)
+            return fit.reshape(len(data), grid.size), std.reshape(len(data), grid.size)
         return self._evaluate(data, times, offsets).reshape(len(data), grid.size)
 
     def _derivative_grid(self, data, grid):
@@ -346,10 +404,17 @@ def _candidate_bandwidths(times, n, kernel):
     )
 
 
-def _moments(data, q_times, q_offsets, h, kernel):
+def _moments(data, q_times, q_offsets, h, kernel, squares=False):
     """Moment sums of each query over its own subject's data (``h`` per subject)."""
     return subject_moment_sums(
-        data.times, data.values, data.offsets, q_times, q_offsets, h, kernel
+        data.times,
+        data.values,
+        data.offsets,
+        q_times,
+        q_offsets,
+        h,
+        kernel,
+        squares=squares,
     )
 
 
