@@ -84,7 +84,10 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
     mean_ : ndarray of shape (n_grid,)
         The pooled mean curve on ``grid_``: the local-linear smooth of all
         training observations, the curve a subject without data returns to.
-        The imputer estimates no noise variance.
+    noise_variance_ : float
+        Estimated measurement-error variance, the mean over the training
+        times of :meth:`noise_variance_at` (see Notes). After a fit on
+        several variables, an ndarray of shape ``(p,)``: each variable's.
     %(grid_)s
     time_range_ : tuple of float
         Range of the training times.
@@ -96,8 +99,9 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
     variable_imputers_ : list of KernelImputer
         Only after a fit on several variables: each variable's smoother,
         fitted on that variable alone (its ``bandwidth_``, ``shrinkage_``
-        and mean). ``mean_`` is then their means, variable-major, and
-        ``bandwidth_`` and the like are not set.
+        and mean). ``mean_`` is then their means, variable-major,
+        ``noise_variance_`` theirs, and ``bandwidth_`` and the like are not
+        set.
 
     See Also
     --------
@@ -108,6 +112,28 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
     The criterion for each candidate is computed from the subject's own
     points with the exact leave-one-out (or GCV) formulas of a linear
     smoother; all subjects are processed together in vectorised chunks.
+
+    *Uncertainty.* The curve is linear in the subject's values, ``f(s) =
+    sum_j l_j(s) y_ij + w(s) mu(s)`` (``w`` the share of the mean curve).
+    ``transform(X, return_std=True)`` gives the SD of the curve's error,
+
+        sd(s)^2 = g(s) [sigma^2 ||l(s)||^2 + tau0^2 + tau1^2 w(s)]:
+
+    the noise the fit averages, a misfit (smoothing bias) and, where the
+    curve leans on the mean, the subject's departure from it; the SD is
+    therefore larger far from a subject's observations. ``g`` is a time
+    profile (log-linear between the ends and the middle of the time range,
+    of mean 1 over the observations). A new observation at ``s`` adds the
+    noise ``noise_variance_at(s) = g(s) sigma^2``, so a 95% prediction
+    interval is ``f(s) +- 1.96 sqrt(sd(s)^2 + noise_variance_at(s))``.
+    ``sigma^2`` is the within-subject difference estimate
+    (:func:`fdaimpute.noise.noise_variance`), capped at the level that alone
+    explains the leave-one-out residuals; ``g``, ``tau0^2`` and ``tau1^2``
+    are fitted by Gaussian likelihood on the exact leave-one-out residuals
+    of the training observations (each predicted by its subject's fit
+    without it, of variance ``g [sigma^2 (1 + ||l_-j||^2) + tau0^2 + tau1^2
+    w_-j]``), so the bands are calibrated on points the fits did not see.
+    After a fit on several variables, each variable has its own bands.
 
     *Several variables.* Fitted on a
     :class:`~fdaimpute.multivariate.MultivariateIrregularData`, each
@@ -247,6 +273,9 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
             missing = data.variables[~data.counts.any(axis=0)].tolist()
             raise ValueError(f"variable(s) {missing} are never observed")
         self.mean_ = np.concatenate([one.mean_ for one in self.variable_imputers_])
+        self.noise_variance_ = np.array(
+            [one.noise_variance_ for one in self.variable_imputers_]
+        )
 
     def _variable_curves(self, data, grid, derivative):
         n, g = len(data), grid.size
@@ -261,6 +290,28 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
                 lambda block, hook=hook: hook(block, grid), part, g
             )
         return out
+
+    def _variable_std(self, data, grid):
+        """Each variable's pointwise SD (its own bands), variable-major."""
+        n, g = len(data), grid.size
+        out = np.empty((n, len(self.variable_imputers_) * g))
+        for j, one in enumerate(self.variable_imputers_):
+            # a subject without the variable: the band of a fit on no data
+            out[:, j * g : (j + 1) * g] = one._band_without_data(grid)
+        for j, part, rows in self._variable_parts(data):
+            one = self.variable_imputers_[j]
+            out[rows, j * g : (j + 1) * g] = one._in_blocks(
+                lambda block, one=one: one._transform_grid(block, grid, True)[1],
+                part,
+                g,
+            )
+        return out
+
+    def _band_without_data(self, grid):
+        """The SD of the mean curve as a subject's curve, where it has no data."""
+        # no observation: no weights on data, all on the mean
+        none, all_ = np.zeros(grid.size), np.ones(grid.size)
+        return np.sqrt(self._bands.curve_variance(grid, none, all_))
 
     def _variable_values(self, data):
         values = np.empty(data.times.size)

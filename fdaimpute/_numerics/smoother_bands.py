@@ -23,7 +23,7 @@ within-subject differences), capped at what the residuals allow.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
@@ -34,7 +34,8 @@ _LOG_BOUNDS = (-30.0, 5.0)
 _MAX_SELF_WEIGHT = 1.0 - 1e-6
 
 
-class BandModel(NamedTuple):
+@dataclass(frozen=True)
+class BandModel:
     """Fitted variance model: noise, time profile, misfit and prior misfit."""
 
     noise: float
