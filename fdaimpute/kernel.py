@@ -30,7 +30,7 @@ __all__ = ["KernelImputer"]
 # Pull toward the mean (in observations) where a window is degenerate.
 _RIDGE_FLOOR = 1e-9
 _SHRINKAGE_GRID = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0)
-# Knots of the misfit variance's (log) profile over the time range.
+# Knots of the bands' (log) time profile over the time range.
 _MISFIT_KNOTS = 3
 
 
@@ -218,7 +218,8 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
         """The bands' variance model, fitted on the leave-one-out residuals."""
         h, lam = self._bandwidths(data)
         subject = data.subject_index
-        mu, dmu = self._mean_at(data.times)
+        distinct, inverse = np.unique(data.times, return_inverse=True)
+        mu, dmu = (part[inverse] for part in self._mean_at(distinct))
         sums = _moments(data, data.times, data.offsets, h, self.kernel, squares=True)
         fit, _, hat = _solve(sums, lam[subject], h[subject], mu, dmu)
         norm2, prior = weight_norms(
