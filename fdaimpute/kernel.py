@@ -117,22 +117,24 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
     sum_j l_j(s) y_ij + w(s) mu(s)`` (``w`` the share of the mean curve).
     ``transform(X, return_std=True)`` gives the SD of the curve's error,
 
-        sd(s)^2 = g(s) [sigma^2 ||l(s)||^2 + tau0^2 + tau1^2 w(s)]:
+        sd(s)^2 = g(s) [(sigma^2 + kappa) ||l(s)||^2 + tau0^2 + tau1^2 w(s)]:
 
-    the noise the fit averages, a misfit (smoothing bias) and, where the
-    curve leans on the mean, the subject's departure from it; the SD is
-    therefore larger far from a subject's observations. ``g`` is a time
-    profile (log-linear between the ends and the middle of the time range,
-    of mean 1 over the observations). A new observation at ``s`` adds the
-    noise ``noise_variance_at(s) = g(s) sigma^2``, so a 95% prediction
-    interval is ``f(s) +- 1.96 sqrt(sd(s)^2 + noise_variance_at(s))``.
-    ``sigma^2`` is the within-subject difference estimate
-    (:func:`fdaimpute.noise.noise_variance`), capped at the level that alone
-    explains the leave-one-out residuals; ``g``, ``tau0^2`` and ``tau1^2``
-    are fitted by Gaussian likelihood on the exact leave-one-out residuals
-    of the training observations (each predicted by its subject's fit
-    without it, of variance ``g [sigma^2 (1 + ||l_-j||^2) + tau0^2 + tau1^2
-    w_-j]``), so the bands are calibrated on points the fits did not see.
+    the noise the fit averages, misfits (a smoothing bias that grows as the
+    weights spread, as past a subject's points, and one that does not)
+    and, where the curve leans on the mean, the subject's departure from
+    it; the SD is therefore larger far from a subject's observations.
+    ``g`` is a time profile (log-linear between the ends and the middle of
+    the time range, of geometric mean 1 over the observations). A new
+    observation at ``s`` adds the noise ``noise_variance_at(s) = g(s)
+    sigma^2``, so a 95% prediction interval is ``f(s) +- 1.96 sqrt(sd(s)^2
+    + noise_variance_at(s))``. ``sigma^2`` is the within-subject difference
+    estimate (:func:`fdaimpute.noise.noise_variance`), capped at the level
+    that alone explains the leave-one-out residuals; ``g``, ``kappa``,
+    ``tau0^2`` and ``tau1^2`` are fitted by Gaussian likelihood on the
+    exact leave-one-out residuals of the training observations (each
+    predicted by its subject's fit without it, of variance ``g [sigma^2 +
+    (sigma^2 + kappa) ||l_-j||^2 + tau0^2 + tau1^2 w_-j]``), so the bands
+    are calibrated on points the fits did not see.
     After a fit on several variables, each variable has its own bands.
 
     *Several variables.* Fitted on a

@@ -6,15 +6,18 @@ subject's true curve at ``s`` by the noise it averages, of variance
 ``sigma^2 ||l(s)||^2``, plus a misfit: the smoothing bias and, where the
 fit leans on the prior, the subject's departure from it. The model is
 
-    var(f(s) - x(s)) = g(s) [sigma^2 ||l(s)||^2 + tau0^2 + tau1^2 w(s)],
+    var(f(s) - x(s)) = g(s) [(sigma^2 + kappa) ||l(s)||^2 + tau0^2
+                             + tau1^2 w(s)],
 
 and a new observation at ``s`` adds the noise ``g(s) sigma^2``, where the
 time profile ``g`` (``log g`` piecewise linear over a few knots of the
 time range, of mean 0 over the observations) scales the variance of
-everything with time. ``g``, ``tau0^2`` and ``tau1^2`` are fitted by
-Gaussian likelihood on the exact leave-one-out residuals of the training
-observations, which the fit did not see: the residual at ``t_j`` has
-variance ``g(t_j) [sigma^2 (1 + ||l_-j||^2) + tau0^2 + tau1^2 w_-j]``,
+everything with time; ``kappa`` is a misfit that grows as the weights
+spread (extrapolation past a subject's points). ``g``, ``kappa``,
+``tau0^2`` and ``tau1^2`` are fitted by Gaussian likelihood on the exact
+leave-one-out residuals of the training observations, which the fit did
+not see: the residual at ``t_j`` has variance ``g(t_j) [sigma^2 + (sigma^2
++ kappa) ||l_-j||^2 + tau0^2 + tau1^2 w_-j]``,
 where ``l_-j`` and ``w_-j`` are the weights of the fit without
 observation ``j`` (:func:`leave_one_out`). The residuals barely tell the
 noise from the misfit, so ``sigma^2`` is estimated apart (from
@@ -43,6 +46,7 @@ class BandModel:
     log_profile: np.ndarray
     misfit: float
     prior_misfit: float
+    norm_misfit: float
 
     def profile(self, times):
         """The time profile ``g`` at ``times``."""
@@ -55,7 +59,9 @@ class BandModel:
     def curve_variance(self, times, norm2, prior_weight):
         """Variance of the curve's error at ``times`` given the fit's weights."""
         return self.profile(times) * (
-            self.noise * norm2 + self.misfit + self.prior_misfit * prior_weight
+            (self.noise + self.norm_misfit) * norm2
+            + self.misfit
+            + self.prior_misfit * prior_weight
         )
 
 
@@ -120,7 +126,7 @@ def fit_band_model(resid, norm2, prior_weight, times, time_range, n_knots, noise
     noise = cap if noise is None else min(float(noise), cap)
     flat = np.zeros(knots.size)
     if not cap > 0.0:
-        return BandModel(noise, knots, flat, 0.0, 0.0)
+        return BandModel(noise, knots, flat, 0.0, 0.0, 0.0)
     basis = _hat_basis(times, knots)
     basis -= basis.mean(axis=0)
     square = resid**2 / cap
@@ -128,18 +134,27 @@ def fit_band_model(resid, norm2, prior_weight, times, time_range, n_knots, noise
 
     def objective(theta):
         profile = np.exp(basis @ theta[:n_knots])
-        misfit, prior_misfit = np.exp(theta[n_knots:])
-        inner = sigma2 * inflation + misfit + prior_misfit * prior_weight
+        misfit, prior_misfit, norm_misfit = np.exp(theta[n_knots:])
+        inner = (
+            sigma2 * inflation
+            + misfit
+            + prior_misfit * prior_weight
+            + norm_misfit * norm2
+        )
         var = profile * inner
         loss = 0.5 * np.sum(np.log(var) + square / var)
         dvar = 0.5 * (1.0 / var - square / var**2) * profile
         grad = [
             basis.T @ (dvar * inner),
-            [np.sum(dvar) * misfit, np.sum(dvar * prior_weight) * prior_misfit],
+            [
+                np.sum(dvar) * misfit,
+                np.sum(dvar * prior_weight) * prior_misfit,
+                np.sum(dvar * norm2) * norm_misfit,
+            ],
         ]
         return loss, np.concatenate(grad)
 
-    start = np.concatenate([flat, np.log([0.1, 0.5])])
+    start = np.concatenate([flat, np.log([0.1, 0.5, 0.01])])
     theta = minimize(
         objective,
         start,
@@ -155,6 +170,7 @@ def fit_band_model(resid, norm2, prior_weight, times, time_range, n_knots, noise
         log_profile,
         float(np.exp(theta[n_knots]) * cap),
         float(np.exp(theta[n_knots + 1]) * cap),
+        float(np.exp(theta[n_knots + 2]) * cap),
     )
 
 
