@@ -132,7 +132,9 @@ def fit_band_model(resid, norm2, prior_weight, times, time_range, n_knots, noise
     square = resid**2 / cap
     sigma2 = noise / cap
 
-    def objective(theta):
+    def objective(free):
+        # the line search may step far: the variances stay within bounds
+        theta = np.clip(free, *_LOG_BOUNDS)
         profile = np.exp(basis @ theta[:n_knots])
         misfit, prior_misfit, norm_misfit = np.exp(theta[n_knots:])
         inner = (
@@ -152,7 +154,7 @@ def fit_band_model(resid, norm2, prior_weight, times, time_range, n_knots, noise
                 np.sum(dvar * norm2) * norm_misfit,
             ],
         ]
-        return loss, np.concatenate(grad)
+        return loss, np.where(free == theta, np.concatenate(grad), 0.0)
 
     start = np.concatenate([flat, np.log([0.1, 0.5, 0.01])])
     # BFGS (a few parameters; L-BFGS-B's bounded steps cost far more here)
