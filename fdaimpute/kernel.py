@@ -228,7 +228,12 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
             sums, h[subject], ridge=lam[subject], floor=_RIDGE_FLOOR
         )
         keep, resid, norm2, prior = leave_one_out(data.values - fit, hat, norm2, prior)
-        noise = difference_estimate_or_none(data.times, data.values, subject)
+        # lags over many orders of magnitude can underflow its sums: then the
+        # residuals alone set the noise level
+        with np.errstate(all="ignore"):
+            noise = difference_estimate_or_none(data.times, data.values, subject)
+        if noise is not None and not np.isfinite(noise):
+            noise = None
         return fit_band_model(
             resid,
             norm2,
