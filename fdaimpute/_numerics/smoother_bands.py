@@ -39,7 +39,7 @@ _MAX_SELF_WEIGHT = 1.0 - 1e-6
 
 @dataclass(frozen=True)
 class BandModel:
-    """Fitted variance model: noise, time profile, misfit and prior misfit."""
+    """Fitted variance model: noise, time profile and the three misfits."""
 
     noise: float
     knots: np.ndarray
@@ -123,7 +123,7 @@ def fit_band_model(resid, norm2, prior_weight, times, time_range, n_knots, noise
     knots = np.linspace(lo, hi, n_knots) if n_knots > 1 else np.array([lo])
     inflation = 1.0 + norm2
     cap = float(np.mean(resid**2 / inflation)) if resid.size else 0.0
-    noise = cap if noise is None else min(float(noise), cap)
+    noise = cap if noise is None else min(max(float(noise), 0.0), cap)
     flat = np.zeros(knots.size)
     if not cap > 0.0:
         return BandModel(noise, knots, flat, 0.0, 0.0, 0.0)
