@@ -104,8 +104,7 @@ class AutoImputer(BaseImputer):
     Notes
     -----
     ``transform(X, return_std=True)``, ``derivative`` and ``noise_variance_``
-    are the chosen imputer's; the kernel smoother gives no standard
-    deviation (``NotImplementedError``) and no noise variance. Fitting costs
+    are the chosen imputer's. Fitting costs
     about one fit of each candidate on small data, ``n_folds + 1`` on
     larger data.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import Interval, Options
@@ -16,7 +17,10 @@ from fdaimpute._numerics.local_linear import (
     moment_sums,
     solve_local_linear,
     subject_moment_sums,
+    weight_norms,
 )
+from fdaimpute._numerics.noise_difference import difference_estimate_or_none
+from fdaimpute._numerics.smoother_bands import fit_band_model, leave_one_out
 from fdaimpute.base import BaseImputer
 from fdaimpute.multivariate import SeveralVariablesMixin
 from fdaimpute.smoothing import bin_data
@@ -26,6 +30,8 @@ __all__ = ["KernelImputer"]
 # Pull toward the mean (in observations) where a window is degenerate.
 _RIDGE_FLOOR = 1e-9
 _SHRINKAGE_GRID = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0)
+# Knots of the bands' (log) time profile over the time range.
+_MISFIT_KNOTS = 3
 
 
 @shared_docs()
@@ -78,7 +84,10 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
     mean_ : ndarray of shape (n_grid,)
         The pooled mean curve on ``grid_``: the local-linear smooth of all
         training observations, the curve a subject without data returns to.
-        The imputer estimates no noise variance.
+    noise_variance_ : float
+        Estimated measurement-error variance, the mean over the training
+        times of :meth:`noise_variance_at` (see Notes). After a fit on
+        several variables, an ndarray of shape ``(p,)``: each variable's.
     %(grid_)s
     time_range_ : tuple of float
         Range of the training times.
@@ -94,8 +103,9 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
     variable_imputers_ : list of KernelImputer
         Only after a fit on several variables: each variable's smoother,
         fitted on that variable alone (its ``bandwidth_``, ``shrinkage_``
-        and mean). ``mean_`` is then their means, variable-major, and
-        ``bandwidth_`` and the like are not set.
+        and mean). ``mean_`` is then their means, variable-major,
+        ``noise_variance_`` theirs, and ``bandwidth_`` and the like are not
+        set.
 
     See Also
     --------
@@ -106,6 +116,30 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
     The criterion for each candidate is computed from the subject's own
     points with the exact leave-one-out (or GCV) formulas of a linear
     smoother; all subjects are processed together in vectorised chunks.
+
+    *Uncertainty.* The curve is linear in the subject's values, ``f(s) =
+    sum_j l_j(s) y_ij + w(s) mu(s)`` (``w`` the share of the mean curve).
+    ``transform(X, return_std=True)`` gives the SD of the curve's error,
+
+        sd(s)^2 = g(s) [(sigma^2 + kappa) ||l(s)||^2 + tau0^2 + tau1^2 w(s)]:
+
+    the noise the fit averages, misfits (a smoothing bias that grows as the
+    weights spread, as past a subject's points, and one that does not)
+    and, where the curve leans on the mean, the subject's departure from
+    it; the SD is therefore larger far from a subject's observations.
+    ``g`` is a time profile (log-linear between the ends and the middle of
+    the time range, of geometric mean 1 over the observations). A new
+    observation at ``s`` adds the noise ``noise_variance_at(s) = g(s)
+    sigma^2``, so a 95% prediction interval is ``f(s) +- 1.96 sqrt(sd(s)^2
+    + noise_variance_at(s))``. ``sigma^2`` is the within-subject difference
+    estimate (:func:`fdaimpute.noise.noise_variance`), capped at the level
+    that alone explains the leave-one-out residuals; ``g``, ``kappa``,
+    ``tau0^2`` and ``tau1^2`` are fitted by Gaussian likelihood on the
+    exact leave-one-out residuals of the training observations (each
+    predicted by its subject's fit without it, of variance ``g [sigma^2 +
+    (sigma^2 + kappa) ||l_-j||^2 + tau0^2 + tau1^2 w_-j]``), so the bands
+    are calibrated on points the fits did not see.
+    After a fit on several variables, each variable has its own bands.
 
     *Several variables.* Fitted on a
     :class:`~fdaimpute.multivariate.MultivariateIrregularData`, each
@@ -183,6 +217,60 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
         # With per-subject selection these serve subjects whose own criterion
         # is undefined (too few points).
         self.bandwidth_, self.shrinkage_ = self._select(data, pooled=True)
+        self._bands = self._fit_bands(data)
+        self.noise_variance_ = float(np.mean(self._bands.noise_at(data.times)))
+
+    def _fit_bands(self, data):
+        """The bands' variance model, fitted on the leave-one-out residuals."""
+        h, lam = self._bandwidths(data)
+        subject = data.subject_index
+        distinct, inverse = np.unique(data.times, return_inverse=True)
+        mu, dmu = (part[inverse] for part in self._mean_at(distinct))
+        sums = _moments(data, data.times, data.offsets, h, self.kernel, squares=True)
+        fit, _, hat = _solve(sums, lam[subject], h[subject], mu, dmu)
+        norm2, prior = weight_norms(
+            sums, h[subject], ridge=lam[subject], floor=_RIDGE_FLOOR
+        )
+        keep, resid, norm2, prior = leave_one_out(data.values - fit, hat, norm2, prior)
+        # lags over many orders of magnitude can underflow its sums: then the
+        # residuals alone set the noise level
+        with np.errstate(all="ignore"):
+            noise = difference_estimate_or_none(data.times, data.values, subject)
+        if noise is not None and not np.isfinite(noise):
+            noise = None
+        return fit_band_model(
+            resid,
+            norm2,
+            prior,
+            data.times[keep],
+            self.time_range_,
+            _MISFIT_KNOTS,
+            noise,
+        )
+
+    def noise_variance_at(self, times):
+        """The measurement-noise variance of a new observation at ``times``.
+
+        A prediction interval for a new observation at ``t`` has standard
+        deviation ``sqrt(sd(t)^2 + noise_variance_at(t))``, ``sd`` from
+        ``transform(X, return_std=True)``.
+
+        Parameters
+        ----------
+        times : array-like
+            Times (any shape).
+
+        Returns
+        -------
+        ndarray of the shape of ``times``
+        """
+        check_is_fitted(self, "noise_variance_")
+        if self._several():
+            raise TypeError(
+                "KernelImputer fitted on several variables: use each variable's "
+                "imputer in variable_imputers_"
+            )
+        return self._bands.noise_at(np.asarray(times, dtype=np.float64))
 
     def _fit_variables(self, data):
         """Each variable's own smoother, fitted on that variable alone."""
@@ -197,6 +285,9 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
             missing = data.variables[~data.counts.any(axis=0)].tolist()
             raise ValueError(f"variable(s) {missing} are never observed")
         self.mean_ = np.concatenate([one.mean_ for one in self.variable_imputers_])
+        self.noise_variance_ = np.array(
+            [one.noise_variance_ for one in self.variable_imputers_]
+        )
 
     def _variable_curves(self, data, grid, derivative):
         n, g = len(data), grid.size
@@ -211,6 +302,28 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
                 lambda block, hook=hook: hook(block, grid), part, g
             )
         return out
+
+    def _variable_std(self, data, grid):
+        """Each variable's pointwise SD (its own bands), variable-major."""
+        n, g = len(data), grid.size
+        out = np.empty((n, len(self.variable_imputers_) * g))
+        for j, one in enumerate(self.variable_imputers_):
+            # a subject without the variable: the band of a fit on no data
+            out[:, j * g : (j + 1) * g] = one._band_without_data(grid)
+        for j, part, rows in self._variable_parts(data):
+            one = self.variable_imputers_[j]
+            out[rows, j * g : (j + 1) * g] = one._in_blocks(
+                lambda block, one=one: one._transform_grid(block, grid, True)[1],
+                part,
+                g,
+            )
+        return out
+
+    def _band_without_data(self, grid):
+        """The SD of the mean curve as a subject's curve, where it has no data."""
+        # no observation: no weights on data, all on the mean
+        none, all_ = np.zeros(grid.size), np.ones(grid.size)
+        return np.sqrt(self._bands.curve_variance(grid, none, all_))
 
     def _variable_values(self, data):
         values = np.empty(data.times.size)
@@ -304,15 +417,20 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
             return np.full(n, self.bandwidth_), np.full(n, self.shrinkage_)
         return self._select(data, pooled=False)
 
-    def _evaluate(self, data, times, offsets, derivative=False):
+    def _evaluate(self, data, times, offsets, derivative=False, return_std=False):
         h, lam = self._bandwidths(data)
         # the mean at each distinct time once (a grid repeats for every subject)
         distinct, inverse = np.unique(times, return_inverse=True)
         mu, dmu = (part[inverse] for part in self._mean_at(distinct))
         counts = np.diff(offsets)
-        sums = _moments(data, times, offsets, h, self.kernel)
+        sums = _moments(data, times, offsets, h, self.kernel, squares=return_std)
         q_subject = np.repeat(np.arange(len(data)), counts)
         fit, slope, _ = _solve(sums, lam[q_subject], h[q_subject], mu, dmu)
+        if return_std:
+            norm2, prior = weight_norms(
+                sums, h[q_subject], ridge=lam[q_subject], floor=_RIDGE_FLOOR
+            )
+            return fit, np.sqrt(self._bands.curve_variance(times, norm2, prior))
         return slope if derivative else fit
 
     def _grid_query(self, data, grid):
@@ -320,11 +438,10 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
         return np.tile(grid, n), np.arange(n + 1) * grid.size
 
     def _transform_grid(self, data, grid, return_std=False):
-        if return_std:
-            raise NotImplementedError(
-                "KernelImputer does not estimate uncertainty; use PACEImputer"
-            )
         times, offsets = self._grid_query(data, grid)
+        if return_std:
+            fit, std = self._evaluate(data, times, offsets, return_std=True)
+            return fit.reshape(len(data), grid.size), std.reshape(len(data), grid.size)
         return self._evaluate(data, times, offsets).reshape(len(data), grid.size)
 
     def _derivative_grid(self, data, grid):
@@ -350,10 +467,17 @@ def _candidate_bandwidths(times, n, kernel):
     )
 
 
-def _moments(data, q_times, q_offsets, h, kernel):
+def _moments(data, q_times, q_offsets, h, kernel, squares=False):
     """Moment sums of each query over its own subject's data (``h`` per subject)."""
     return subject_moment_sums(
-        data.times, data.values, data.offsets, q_times, q_offsets, h, kernel
+        data.times,
+        data.values,
+        data.offsets,
+        q_times,
+        q_offsets,
+        h,
+        kernel,
+        squares=squares,
     )
 
 

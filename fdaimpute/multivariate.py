@@ -601,7 +601,9 @@ class SeveralVariablesMixin:
 
     The class provides ``_fit_variables(data)``, ``_variable_curves(data,
     grid, derivative)`` (shape ``(n_subjects, p * grid.size)``) and
-    ``_variable_values(data)`` (one value per observation of ``data``).
+    ``_variable_values(data)`` (one value per observation of ``data``);
+    ``_variable_std(data, grid)`` (shape as ``_variable_curves``) if it
+    gives ``transform(X, return_std=True)`` on several variables.
     """
 
     def _several(self):
@@ -702,7 +704,7 @@ class SeveralVariablesMixin:
         """
         if not self._several():
             return super().transform(X, return_std=return_std, grid=grid)
-        if return_std:
+        if return_std and not hasattr(self, "_variable_std"):
             raise NotImplementedError(
                 f"{type(self).__name__} does not estimate uncertainty "
                 "(return_std=True is not supported)"
@@ -710,8 +712,21 @@ class SeveralVariablesMixin:
         data, grid, curves = self._several_outputs(X, grid, derivative=False)
         self._check_finite(curves, data, "imputed curve")
         self._warn_implausible_variables(curves, data, grid)
-        curves, _ = self._keep_observed(data, grid, curves)
-        return self._wrap(curves, data, grid)
+        if not return_std:
+            curves, _ = self._keep_observed(data, grid, curves)
+            return self._wrap(curves, data, grid)
+        std = self._several_std(data, grid)
+        self._check_finite(std, data, "standard deviation")
+        curves, std = self._keep_observed(data, grid, curves, std)
+        return self._wrap(curves, data, grid), self._wrap(std, data, grid)
+
+    def _several_std(self, data, grid):
+        """Each variable's pointwise SD on ``grid`` (``_variable_std`` of the
+        class, on the grid clipped to the training range)."""
+        p, n = len(self.variables_), len(data)
+        inner, cols, _ = self._clipped(grid)
+        std = self._variable_std(data, inner).reshape(n, p, inner.size)
+        return std[:, :, cols].reshape(n, p * grid.size)
 
     def _warn_implausible_variables(self, curves, data, grid):
         warn_implausible_variables(

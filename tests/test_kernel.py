@@ -214,3 +214,69 @@ def test_predict_at_per_subject_times_of_different_lengths():
     assert [o.shape for o in out] == [(2,), (3,)]
     for i in range(2):
         assert_allclose(out[i], coef[i, 0] + coef[i, 1] * times[i], atol=1e-6)
+
+
+# ---------------------------------------------------------------------- #
+# bands
+
+
+def test_noise_variance_is_close_to_the_simulated_noise():
+    sim = fi.simulate.sand_paper(n=150, n_obs=20, n_harmonics=3, random_state=1)
+    imp = KernelImputer(grid=sim.grid).fit(sim.train.data)
+    assert imp.noise_variance_ == pytest.approx(sim.process.noise_sd**2, rel=0.2)
+    assert_allclose(
+        np.mean(imp.noise_variance_at(sim.train.data.times)), imp.noise_variance_
+    )
+
+
+def test_prediction_intervals_cover_held_out_points():
+    sim = fi.simulate.sand_paper(n=300, n_obs="3-5", n_harmonics=3, random_state=0)
+    visible, hidden, rows = fi.metrics.split_held_out(
+        sim.train.data, 0.2, min_keep=2, random_state=0
+    )
+    imp = KernelImputer().fit(visible)
+    grid = np.unique(hidden.times)
+    curves, sd = imp.transform(visible[rows], grid=grid, return_std=True)
+    subject = np.repeat(np.arange(len(hidden)), hidden.n_obs)
+    column = np.searchsorted(grid, hidden.times)
+    scale = np.sqrt(sd[subject, column] ** 2 + imp.noise_variance_at(hidden.times))
+    miss = np.abs(hidden.values - curves[subject, column])
+    assert 0.92 <= np.mean(miss <= 1.959964 * scale) <= 0.98
+
+
+def test_sd_grows_away_from_the_observations():
+    sim = fi.simulate.sand_paper(n=150, n_obs="8-12", n_harmonics=3, random_state=0)
+    imp = KernelImputer(grid=sim.grid).fit(sim.train.data)
+    near = IrregularData.from_lists([[0.1, 0.15, 0.2]], [[0.0, 0.1, 0.2]])
+    grid = [0.15, 0.3, 0.5]
+    curves, sd = imp.transform(near, return_std=True, grid=grid)
+    assert sd[0, 0] < sd[0, 1] < sd[0, 2]
+    # at the same time, a subject observed only far away has the wider band
+    far = IrregularData.from_lists([[0.9]], [[0.0]])
+    assert (
+        sd[0, 0]
+        < 2 * sd[0, 0]
+        < imp.transform(far, return_std=True, grid=grid)[1][0, 0]
+    )
+    # the plain curves are those of transform without return_std
+    assert_array_equal(curves, imp.transform(near, grid=grid))
+
+
+def test_bands_are_zero_on_noise_free_lines_and_scale_with_the_values():
+    data, _ = _lines(n_obs=(4, 8))
+    imp = KernelImputer(grid=np.linspace(0, 1, 11)).fit(data)
+    _, sd = imp.transform(data, return_std=True)
+    assert_allclose(sd, 0.0, atol=1e-6)
+    assert imp.noise_variance_ == pytest.approx(0.0, abs=1e-12)
+    sim = fi.simulate.sand_paper(n=60, n_obs="3-5", random_state=0)
+    scaled = IrregularData(
+        sim.train.data.times, 10.0 * sim.train.data.values, sim.train.data.offsets
+    )
+    one = KernelImputer(grid=sim.grid).fit(sim.train.data)
+    ten = KernelImputer(grid=sim.grid).fit(scaled)
+    assert_allclose(
+        ten.transform(scaled, return_std=True)[1],
+        10.0 * one.transform(sim.train.data, return_std=True)[1],
+        rtol=1e-5,
+    )
+    assert ten.noise_variance_ == pytest.approx(100.0 * one.noise_variance_, rel=1e-5)

@@ -79,6 +79,26 @@ def test_kernel_smooths_each_variable_as_its_own_fit(two_independent):
     assert_array_equal(values.values[on_b], _kernel().fit(b).predict_at(b).values)
 
 
+def test_kernel_gives_each_variable_its_own_bands(two_independent):
+    a, b, data = two_independent
+    imp = _kernel().fit(data)
+    curves, std = imp.transform(data, return_std=True)
+    assert_array_equal(curves, imp.transform(data))
+    std = std.reshape(len(data), 2, GRID.size)
+    for j, alone in enumerate((a, b)):
+        uni = _kernel().fit(alone)
+        rows = np.flatnonzero(np.isin(data.ids, alone.ids))
+        assert_array_equal(std[rows, j], uni.transform(alone, return_std=True)[1])
+        assert imp.noise_variance_[j] == uni.noise_variance_
+    # a subject never measured on b: b's band without data, wider than any
+    # of a measured subject's
+    assert np.all(std[:2, 1] > std[2:, 1].min(axis=0))
+    # kept observations have no uncertainty
+    kept = clone(imp).set_params(keep_observed=True).fit(data)
+    _, kept_std = kept.transform(data, return_std=True)
+    assert np.sum(kept_std == 0.0) > 0
+
+
 def test_mice_fills_a_variable_from_the_others(shared):
     train, test, truth = shared.train.data, shared.test.data, shared.test.truth
     multi = _mice().set_params(grid=shared.grid).fit(train)
@@ -143,8 +163,9 @@ def test_estimator_contract_on_several_variables(make, two_independent):
     assert swapped.variables.tolist() == ["b", "a"]
     order = [swapped.ids.tolist().index(i) for i in data.ids]
     assert_allclose(imp.transform(swapped)[order], first, rtol=0, atol=1e-12)
-    with pytest.raises(NotImplementedError, match="uncertainty"):
-        imp.transform(data, return_std=True)
+    if make is _mice:
+        with pytest.raises(NotImplementedError, match="uncertainty"):
+            imp.transform(data, return_std=True)
     with pytest.raises(TypeError, match="fitted on several variables"):
         imp.transform(data.variable_data("a")[0])
     frame = clone(imp).set_output(transform="pandas").fit(data).transform(data)

@@ -67,6 +67,7 @@ CLASSES = {
     "DefaultNumerics": ("fdaimpute._pace.numerics", "DefaultNumerics", RECORD),
     "FdapaceNumerics": ("fdaimpute._pace.numerics", "FdapaceNumerics", RECORD),
     "FACEModel": ("fdaimpute._fpca.spline_model", "FACEModel", RECORD),
+    "BandModel": ("fdaimpute._numerics.smoother_bands", "BandModel", RECORD),
     "Roughness": ("fdaimpute.nn.regularizers", "Roughness", PARAMS),
     "WeightDecay": ("fdaimpute.nn.regularizers", "WeightDecay", PARAMS),
     "LipReg": ("fdaimpute.nn.regularizers", "LipReg", PARAMS),

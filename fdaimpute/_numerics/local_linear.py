@@ -141,7 +141,15 @@ def moment_sums(
 
 
 def subject_moment_sums(
-    obs_times, obs_values, obs_offsets, q_times, q_offsets, bandwidths, kernel
+    obs_times,
+    obs_values,
+    obs_offsets,
+    q_times,
+    q_offsets,
+    bandwidths,
+    kernel,
+    *,
+    squares=False,
 ):
     """Moment sums of each query point over its own subject's observations.
 
@@ -159,15 +167,20 @@ def subject_moment_sums(
         Bandwidth of each subject.
     kernel : str
         Kernel name.
+    squares : bool, default=False
+        Also return the sums of the squared kernel ``sum K^2 d^a``
+        (a = 0, 1, 2), which give the squared norm of the smoother's weights
+        (:func:`weight_norms`).
 
     Returns
     -------
-    ndarray of shape (5, n_queries)
-        ``S0, S1, S2, T0, T1`` as :func:`moment_sums` (unit weights).
+    ndarray of shape (5, n_queries), or (8, n_queries) with ``squares``
+        ``S0, S1, S2, T0, T1`` as :func:`moment_sums` (unit weights), then
+        the squared-kernel sums.
     """
     n_obs = np.diff(obs_offsets)
     q_subject = np.repeat(np.arange(n_obs.size), np.diff(q_offsets))
-    out = np.empty((5, q_times.size))
+    out = np.empty((8 if squares else 5, q_times.size))
     # Blocks of consecutive queries whose pairs (query, observation of its
     # subject) number about _MAX_PAIRS: memory stays linear in a subject's
     # points however many queries it has (one query with more points than
@@ -184,6 +197,9 @@ def subject_moment_sums(
         y = obs_values[o_idx]
         for row, vals in enumerate((k, kd, kd2, k * y, kd * y)):
             out[row, lo:hi] = np.add.reduceat(vals, start)
+        if squares:
+            for row, vals in enumerate((k * k, k * kd, k * kd2), start=5):
+                out[row, lo:hi] = np.add.reduceat(vals, start)
     return out
 
 
@@ -237,8 +253,7 @@ def solve_local_linear(
     """
     s0, s1, s2, t0, t1 = sums[:5]
     if floor is not None:
-        degenerate = (s0 * s2 - s1 * s1 <= _DEGENERATE * s0 * s2) | (s0 < 1e-250)
-        ridge = np.where(degenerate, np.maximum(ridge, floor), ridge)
+        ridge = _floored_ridge(s0, s1, s2, ridge, floor)
     if np.any(ridge):
         ridge_slope = ridge * bandwidth * bandwidth
         s0, s2 = s0 + ridge, s2 + ridge_slope
@@ -255,6 +270,49 @@ def solve_local_linear(
                 "window); use a larger bandwidth"
             )
     return LocalFit((s2 * t0 - s1 * t1) / det, (s0 * t1 - s1 * t0) / det, s2 / det)
+
+
+def _floored_ridge(s0, s1, s2, ridge, floor):
+    """The ridge with at least ``floor`` where a window is nearly singular."""
+    degenerate = (s0 * s2 - s1 * s1 <= _DEGENERATE * s0 * s2) | (s0 < 1e-250)
+    return np.where(degenerate, np.maximum(ridge, floor), ridge)
+
+
+def weight_norms(sums, bandwidth, *, ridge=0.0, floor=None):
+    """Squared norm of the smoother's weights and the prior's weight.
+
+    The intercept of :func:`solve_local_linear` is ``sum_j l_j y_j + w mu +
+    (slope prior term)``: linear in the observations with weights
+    ``l_j = K_j (S2' - S1 d_j) / det`` (``S2' = S2 + lam h^2``). Where the
+    observations carry independent errors of variance ``sigma^2``, the
+    fit's error from them has variance ``sigma^2 ||l||^2``.
+
+    Parameters
+    ----------
+    sums : ndarray of shape (8, m)
+        ``S0, S1, S2, T0, T1`` and the squared-kernel sums ``sum K^2 d^a``
+        (:func:`subject_moment_sums` with ``squares=True``).
+    bandwidth, ridge, floor
+        As :func:`solve_local_linear`.
+
+    Returns
+    -------
+    norm2 : ndarray of shape (m,)
+        ``||l||^2 = sum_j l_j^2``.
+    prior_weight : ndarray of shape (m,)
+        ``w = lam (A^-1)_00 = 1 - sum_j l_j``: the share of the fit that is
+        the prior curve (0 without a ridge, 1 where no data are near).
+    """
+    s0, s1, s2 = sums[:3]
+    q0, q1, q2 = sums[5:8]
+    if floor is not None:
+        ridge = _floored_ridge(s0, s1, s2, ridge, floor)
+    ridge = np.broadcast_to(ridge, s0.shape)
+    s2 = s2 + ridge * bandwidth * bandwidth
+    det = (s0 + ridge) * s2 - s1 * s1
+    a, b = s2 / det, s1 / det
+    norm2 = a * a * q0 - 2.0 * a * b * q1 + b * b * q2
+    return np.maximum(norm2, 0.0), ridge * a
 
 
 def local_linear_binned(
