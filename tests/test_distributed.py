@@ -20,7 +20,9 @@ pytestmark = pytest.mark.skipif(
 
 # Every rank fits the same tiny network on the same data, saves its weights,
 # and rank 0 saves the model; with one process and no launcher it does the
-# same without a process group.
+# same without a process group. The error model is cross-fitted (48 training
+# subjects) except with the PACE base, whose five more fits per rank would
+# double the launch's time: the launches without a base cover cross-fitting.
 WORKER = textwrap.dedent(
     """
     import os, sys
@@ -34,6 +36,7 @@ WORKER = textwrap.dedent(
         d_model=8, n_heads=2, encoder_layers=1, decoder_layers=1,
         dim_feedforward=16, encoding_dim=8, max_epochs=2, batch_size=16,
         validation_fraction=0.2, random_state=0, device="cpu",
+        calibration_folds="auto" if base == "none" else None,
     )
     launched = "WORLD_SIZE" in os.environ
     if launched:
@@ -70,6 +73,26 @@ def _run(tmp_path, cls, processes, base="none"):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    """``launched(cls, processes, base)``: the folder of that worker run.
+
+    Each run is launched once per module; tests that compare the same run
+    (two processes of VTImputer) share it, and only read its files.
+    """
+    runs = {}
+
+    def run(cls, processes, base="none"):
+        key = (cls, processes, base)
+        if key not in runs:
+            path = tmp_path_factory.mktemp(f"{cls}-{processes}-{base}")
+            _run(path, cls, processes, base)
+            runs[key] = path
+        return runs[key]
+
+    return run
+
+
 def _weights(path):
     return torch.load(path, weights_only=True)
 
@@ -78,40 +101,31 @@ def _weights(path):
     "cls, base",
     [("VTImputer", "none"), ("SANDImputer", "none"), ("SANDImputer", "pace")],
 )
-def test_two_processes_train_one_model(tmp_path, cls, base):
-    _run(tmp_path, cls, processes=2, base=base)
-    first, second = (
-        _weights(tmp_path / "weights0.pt"),
-        _weights(tmp_path / "weights1.pt"),
-    )
+def test_two_processes_train_one_model(launched, cls, base):
+    out = launched(cls, processes=2, base=base)
+    first, second = _weights(out / "weights0.pt"), _weights(out / "weights1.pt")
     assert first.keys() == second.keys()
     for name in first:
         assert_array_equal(first[name].numpy(), second[name].numpy(), err_msg=name)
     # the model rank 0 saved loads in a plain process and imputes the same
-    model = load(tmp_path / "model.fdai")
+    model = load(out / "model.fdai")
     assert not any(k.startswith("module.") for k in model.module_.state_dict())
     sim = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
-    assert_allclose(model.transform(sim.test.data), np.load(tmp_path / "curves1.npy"))
+    assert_allclose(model.transform(sim.test.data), np.load(out / "curves1.npy"))
 
 
-def test_one_process_under_torchrun_equals_no_launcher(tmp_path):
-    alone, launched = tmp_path / "alone", tmp_path / "launched"
-    alone.mkdir()
-    launched.mkdir()
-    _run(alone, "SANDImputer", processes=0)
-    _run(launched, "SANDImputer", processes=1)
+def test_one_process_under_torchrun_equals_no_launcher(launched):
+    alone = launched("SANDImputer", processes=0)
+    under_torchrun = launched("SANDImputer", processes=1)
     assert_array_equal(
-        np.load(alone / "curves0.npy"), np.load(launched / "curves0.npy")
+        np.load(alone / "curves0.npy"), np.load(under_torchrun / "curves0.npy")
     )
 
 
-def test_two_processes_differ_from_one_only_by_the_batch_split(tmp_path):
+def test_two_processes_differ_from_one_only_by_the_batch_split(launched):
     # not a copy of one process's fit: the ranks shared the batches
-    one, two = tmp_path / "one", tmp_path / "two"
-    one.mkdir()
-    two.mkdir()
-    _run(one, "VTImputer", processes=0)
-    _run(two, "VTImputer", processes=2)
+    one = launched("VTImputer", processes=0)
+    two = launched("VTImputer", processes=2)
     a, b = np.load(one / "curves0.npy"), np.load(two / "curves0.npy")
     assert not np.array_equal(a, b)
     assert np.abs(a - b).max() < 0.5 * np.abs(a).max()
@@ -162,6 +176,8 @@ def test_cli_fit_under_torchrun_reports_once_and_saves_a_model(tmp_path):
     model = tmp_path / "vt.fdai"
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     fit = ["-m", "fdaimpute", "fit", str(path), "--method", "vt", "--epochs", "2"]
+    # cross-fitting (covered by the worker launches) would take 60% of the time
+    fit += ["--param", "calibration_folds=null"]
     done = subprocess.run(
         [*launch, "--nproc_per_node=2", *fit, "--save", str(model)],
         capture_output=True,
