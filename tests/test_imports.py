@@ -57,7 +57,9 @@ _CLI_HEAVY = ("sklearn", "scipy.stats", "pandas", "torch")
         (["fit", "data.csv", "--grid"], 2),  # --grid without its value
         (["nonsense"], 2),
     ],
-    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+    ids=lambda value: (
+        (" ".join(value) or "no command") if isinstance(value, list) else None
+    ),
 )
 def test_cli_answers_help_version_and_errors_without_the_heavy_libraries(argv, code):
     # what `fdaimpute --help` costs is mostly imports: scikit-learn with
