@@ -31,7 +31,7 @@ from functools import reduce
 
 import numpy as np
 
-from fdaimpute._core.output import curve_columns
+from fdaimpute._core.columns import curve_columns
 from fdaimpute._pace import chunked as _chunked
 from fdaimpute.data import IrregularData
 

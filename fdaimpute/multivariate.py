@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._core.blocks import check_output_fits
 from fdaimpute._core.coerce import check_not_datetime
+from fdaimpute._core.columns import column_labels
 from fdaimpute._core.fitting import fit_from_scratch
 from fdaimpute._core.flat import check_storage
 from fdaimpute._core.frames import require_pandas
@@ -23,7 +24,6 @@ from fdaimpute._core.multivariate_frames import (
     flat_from_variable_column,
     subject_covariates,
 )
-from fdaimpute._core.output import column_labels
 from fdaimpute._core.plausible import warn_implausible_variables
 from fdaimpute._core.ragged import RaggedSubjects
 from fdaimpute._core.validation import (

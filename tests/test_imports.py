@@ -1,7 +1,10 @@
-"""What ``import fdaimpute`` loads: the estimators and their libraries on first use."""
+"""What ``import fdaimpute`` and the command's ``--help`` load: the estimators
+and their libraries on first use."""
 
 import subprocess
 import sys
+
+import pytest
 
 import fdaimpute as fi
 
@@ -36,3 +39,46 @@ def test_every_public_name_resolves():
 
     assert PACEImputer.__module__ == "fdaimpute.pace"
     assert simulate.__name__ == "fdaimpute.simulate"
+
+
+_CLI_HEAVY = ("sklearn", "scipy.stats", "pandas", "torch")
+
+
+@pytest.mark.parametrize(
+    "argv, code",
+    [
+        (["--version"], 0),
+        (["--help"], 0),
+        (["demo", "--help"], 0),
+        (["impute", "--help"], 0),
+        (["fit", "--help"], 0),
+        ([], 1),  # no command: the overview, exit 1
+        (["impute", "data.csv"], 2),  # -o missing
+        (["fit", "data.csv", "--grid"], 2),  # --grid without its value
+        (["nonsense"], 2),
+    ],
+    ids=lambda value: (
+        (" ".join(value) or "no command") if isinstance(value, list) else None
+    ),
+)
+def test_cli_answers_help_version_and_errors_without_the_heavy_libraries(argv, code):
+    # what `fdaimpute --help` costs is mostly imports: scikit-learn with
+    # SciPy's statistics and pandas is about a second, torch more
+    script = (
+        "import contextlib, io, sys\n"
+        "from fdaimpute.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out, "
+        "contextlib.redirect_stderr(io.StringIO()) as err:\n"
+        "    try:\n"
+        f"        code = main({argv!r})\n"
+        "    except SystemExit as exc:\n"
+        "        code = exc.code\n"
+        "print(code, len(out.getvalue() + err.getvalue()) > 0)\n"
+        f"print(sorted(m for m in {_CLI_HEAVY!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    status, heavy = out.stdout.splitlines()
+    assert status == f"{code} True"
+    assert heavy == "[]"

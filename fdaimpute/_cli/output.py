@@ -23,7 +23,7 @@ from fdaimpute._core.blocks import (
     format_bytes,
     subject_blocks,
 )
-from fdaimpute._core.output import column_labels
+from fdaimpute._core.columns import column_labels
 from fdaimpute._core.timing import phase
 from fdaimpute._io.csv_text import long_rows, wide_rows
 from fdaimpute._io.files import atomic_write

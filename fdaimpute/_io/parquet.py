@@ -147,7 +147,7 @@ def curve_table(ids, grid, curves, std, layout, names, variables=None):
     """One block of curves as a pyarrow table (wide or long, as the CSV)."""
     import pyarrow as pa
 
-    from fdaimpute._core.output import curve_columns
+    from fdaimpute._core.columns import curve_columns
 
     ids = np.asarray(ids).astype(str)
     return pa.table(curve_columns(ids, grid, curves, std, layout, names, variables))
