@@ -77,6 +77,7 @@ METHODS = {
     "mFPCA": lambda seed: fi.MFPCAImputer(),
     "Kernel": lambda seed: fi.KernelImputer(),
     "Auto": lambda seed: fi.AutoImputer(random_state=seed),
+    "Auto-choose": lambda seed: fi.AutoImputer(combine="choose", random_state=seed),
     "Auto-refit": refitting_auto,
 }
 CANDIDATES = ("PACE", "FACE", "mFPCA", "Kernel")
@@ -179,7 +180,7 @@ def run_dataset(name, args):
         )
         base = pooled_mean_rmse(visible, hidden)
         for method in args.methods:
-            n_seeds = args.auto_seeds if method == "Auto" else args.seeds
+            n_seeds = args.auto_seeds if method.startswith("Auto") else args.seeds
             seeds = range(n_seeds) if has_seed(method) else [0]
             for seed in seeds:
                 row = one_fit(method, seed, visible, hidden, rows)
@@ -238,7 +239,7 @@ def summarize(rows):
             continue
         winner = min(four, key=four.get)
         line = f"- {name}: best of the four {winner} ({four[winner]:.3f})"
-        for chooser in ("Auto", "Auto-refit"):
+        for chooser in ("Auto", "Auto-choose", "Auto-refit"):
             if chooser in scores:
                 line += f"; {chooser} / best = {scores[chooser] / four[winner]:.3f}"
         lines.append(line)
@@ -255,7 +256,9 @@ def main(argv=None):
         metavar="NAME",
     )
     parser.add_argument(
-        "--methods", nargs="+", default=[m for m in METHODS if m != "Auto-refit"]
+        "--methods",
+        nargs="+",
+        default=[m for m in METHODS if m not in ("Auto-choose", "Auto-refit")],
     )
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument(
