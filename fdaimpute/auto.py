@@ -42,8 +42,8 @@ class AutoImputer(BaseImputer):
     mix of the candidates' curves, ``sum_k w_k curve_k`` with weights
     ``w_k >= 0`` summing to one, whose mean squared error over the hidden
     points is least (non-negative least squares on the candidates'
-    held-out residuals); a candidate that does not help gets weight 0 and
-    is not kept. With ``combine="choose"`` the single candidate of least
+    held-out residuals); a candidate without which the mix predicts the
+    hidden points within 0.5% as well (``STACK_TOLERANCE``) is left out. With ``combine="choose"`` the single candidate of least
     error does the imputing, PACE kept unless another's error is lower by
     more than a standard error of the paired difference (clustered by
     subject). The mix is never worse than the best candidate on the hidden
@@ -337,32 +337,62 @@ class AutoImputer(BaseImputer):
         return self._mix(lambda est: est._predict_ragged(data, times, offsets))
 
 
-def stack_weights(residuals):
+#: A candidate is left out of the mix when the mix of the others predicts
+#: the hidden points within this share of the full mix's mean squared error
+#: (fewer fits to keep, and mFPCA's is slow on thousands of subjects).
+STACK_TOLERANCE = 0.005
+
+
+def stack_weights(residuals, tolerance=STACK_TOLERANCE):
     """Convex weights of candidates that minimise the mixed held-out error.
+
+    Candidates are dropped one at a time, the least useful first, while the
+    best mix of those left stays within ``1 + tolerance`` times the mean
+    squared error of the best mix of all.
 
     Parameters
     ----------
     residuals : dict
         Name -> residuals of the same hidden points (finite).
+    tolerance : float, default=STACK_TOLERANCE
+        Relative rise of the mean squared error allowed for a smaller mix.
 
     Returns
     -------
     dict
-        Name -> weight, for the candidates with a weight of at least 0.001
-        (non-negative, summing to 1), in the order given.
+        Name -> weight, for the candidates kept (positive, summing to 1),
+        in the order given.
     """
     names = list(residuals)
     r = np.column_stack([residuals[k] for k in names])
+    keep = list(range(len(names)))
+    w, least = _convex_least_squares(r)
+    keep = [j for j in keep if w[j] > 0]
+    w = w[keep]
+    while len(keep) > 1:
+        tried = []
+        for j in keep:
+            rest = [i for i in keep if i != j]
+            tried.append((*_convex_least_squares(r[:, rest])[::-1], rest))
+        error, w_rest, rest = min(tried, key=lambda t: t[0])
+        if error > (1 + tolerance) * least:
+            break
+        keep, w = rest, w_rest
+    return {names[j]: float(v) for j, v in zip(keep, w) if v > 0}
+
+
+def _convex_least_squares(r):
+    """``(w, mean((r @ w)**2))`` least over ``w >= 0`` summing to one."""
     # the sum-to-one constraint as a heavily weighted extra row of the
     # non-negative least squares problem
     scale = 1e3 * np.sqrt(np.sum(r**2)) + 1.0
-    a = np.vstack([r, np.full((1, len(names)), scale)])
+    a = np.vstack([r, np.full((1, r.shape[1]), scale)])
     b = np.zeros(a.shape[0])
     b[-1] = scale
     w, _ = nnls(a, b)
     w = np.where(w >= 1e-3 * w.sum(), w, 0.0)
     w /= w.sum()
-    return {k: float(v) for k, v in zip(names, w) if v > 0}
+    return w, float(np.mean((r @ w) ** 2))
 
 
 def _subset(data, mask):

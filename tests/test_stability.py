@@ -230,6 +230,13 @@ def test_stack_weights_known_answers():
     assert w["b"] == pytest.approx(0.5, abs=1e-6)
     # a candidate whose errors are another's doubled does not help
     assert stack_weights({"a": noise, "b": 2 * noise}) == {"a": 1.0}
+    # one that helps by less than the tolerance is left out, by more is kept
+    unit = bias / np.sqrt(np.mean(bias**2)) * np.sqrt(np.mean(noise**2))
+    small = {"a": noise + 0.05 * unit, "b": noise - 0.05 * unit}  # 0.25% better
+    assert len(stack_weights(small, tolerance=0.005)) == 1
+    assert len(stack_weights(small, tolerance=0.001)) == 2
+    large = {"a": noise + 0.1 * unit, "b": noise - 0.1 * unit}  # 1% better
+    assert len(stack_weights(large, tolerance=0.005)) == 2
     # the mix's error on the points it was weighed on is at most the best one's
     three = {"a": noise + bias, "b": 1.5 * noise, "c": noise - 0.3 * bias}
     w = stack_weights(three)
