@@ -152,6 +152,8 @@ def one_fit(name, seed, visible, hidden, rows):
         "absurd": int(absurd_subjects(est, visible).size),
         "seconds": seconds,
     }
+    if hasattr(est, "weights_"):
+        row["weights"] = est.weights_
     if sd is not None:
         noise = observation_noise(est, hidden.times)
         scale = np.sqrt(sd[subject, column] ** 2 + noise)
@@ -242,8 +244,23 @@ def summarize(rows):
         for chooser in ("Auto", "Auto-choose", "Auto-refit"):
             if chooser in scores:
                 line += f"; {chooser} / best = {scores[chooser] / four[winner]:.3f}"
+        mix = mean_weights(groups, name, "Auto")
+        if mix:
+            line += f"; Auto's mean weights {mix}"
         lines.append(line)
     return table, lines
+
+
+def mean_weights(groups, name, method):
+    """``"pace 0.62, kernel 0.38"``: a chooser's mean weights over its fits."""
+    fits = [r for (d, _, m), g in groups.items() if (d, m) == (name, method) for r in g]
+    fits = [r["weights"] for r in fits if "weights" in r]
+    if not fits:
+        return ""
+    names = {k for w in fits for k in w}
+    mean = {k: sum(w.get(k, 0.0) for w in fits) / len(fits) for k in names}
+    ordered = sorted(mean.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{k} {v:.2f}" for k, v in ordered)
 
 
 def main(argv=None):
