@@ -77,6 +77,7 @@ METHODS = {
     "mFPCA": lambda seed: fi.MFPCAImputer(),
     "Kernel": lambda seed: fi.KernelImputer(),
     "Auto": lambda seed: fi.AutoImputer(random_state=seed),
+    "Auto-choose": lambda seed: fi.AutoImputer(combine="choose", random_state=seed),
     "Auto-refit": refitting_auto,
 }
 CANDIDATES = ("PACE", "FACE", "mFPCA", "Kernel")
@@ -151,6 +152,8 @@ def one_fit(name, seed, visible, hidden, rows):
         "absurd": int(absurd_subjects(est, visible).size),
         "seconds": seconds,
     }
+    if hasattr(est, "weights_"):
+        row["weights"] = est.weights_
     if sd is not None:
         noise = observation_noise(est, hidden.times)
         scale = np.sqrt(sd[subject, column] ** 2 + noise)
@@ -179,7 +182,7 @@ def run_dataset(name, args):
         )
         base = pooled_mean_rmse(visible, hidden)
         for method in args.methods:
-            n_seeds = args.auto_seeds if method == "Auto" else args.seeds
+            n_seeds = args.auto_seeds if method.startswith("Auto") else args.seeds
             seeds = range(n_seeds) if has_seed(method) else [0]
             for seed in seeds:
                 row = one_fit(method, seed, visible, hidden, rows)
@@ -238,11 +241,26 @@ def summarize(rows):
             continue
         winner = min(four, key=four.get)
         line = f"- {name}: best of the four {winner} ({four[winner]:.3f})"
-        for chooser in ("Auto", "Auto-refit"):
+        for chooser in ("Auto", "Auto-choose", "Auto-refit"):
             if chooser in scores:
                 line += f"; {chooser} / best = {scores[chooser] / four[winner]:.3f}"
+        mix = mean_weights(groups, name, "Auto")
+        if mix:
+            line += f"; Auto's mean weights {mix}"
         lines.append(line)
     return table, lines
+
+
+def mean_weights(groups, name, method):
+    """``"pace 0.62, kernel 0.38"``: a chooser's mean weights over its fits."""
+    fits = [r for (d, _, m), g in groups.items() if (d, m) == (name, method) for r in g]
+    fits = [r["weights"] for r in fits if "weights" in r]
+    if not fits:
+        return ""
+    names = {k for w in fits for k in w}
+    mean = {k: sum(w.get(k, 0.0) for w in fits) / len(fits) for k in names}
+    ordered = sorted(mean.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{k} {v:.2f}" for k, v in ordered)
 
 
 def main(argv=None):
@@ -255,7 +273,9 @@ def main(argv=None):
         metavar="NAME",
     )
     parser.add_argument(
-        "--methods", nargs="+", default=[m for m in METHODS if m != "Auto-refit"]
+        "--methods",
+        nargs="+",
+        default=[m for m in METHODS if m not in ("Auto-choose", "Auto-refit")],
     )
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument(

@@ -5,10 +5,11 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from scipy.optimize import nnls
 from sklearn.utils import check_random_state
 
 from fdaimpute._core.docstrings import shared_docs
-from fdaimpute._core.params import RANDOM_STATE, Interval, validate_params
+from fdaimpute._core.params import RANDOM_STATE, Interval, Options, validate_params
 from fdaimpute._core.plausible import implausible_rows
 from fdaimpute._fpca.folds import heldout_folds, ragged_subset
 from fdaimpute.base import BaseImputer
@@ -34,40 +35,48 @@ def _candidate(name, random_state):
 
 @shared_docs("lets the chosen method extrapolate")
 class AutoImputer(BaseImputer):
-    """The best of PACE, FACE, mFPCA and the kernel smoother for the data at hand.
+    """The best mix of PACE, FACE, mFPCA and the kernel smoother for the data at hand.
 
     Each candidate, with its defaults, predicts observations hidden from
-    its fit; the one with the least mean squared error over the hidden
-    points does the imputing. The hidden points are PACE's held-out points
-    (``docs/pace.md``, step 7): on small data (fewer than 2,000 in one
-    draw of a fifth of each subject's points) every observation of a
-    subject with at least two is hidden once over five systematic folds,
-    a fold hiding at most one in five of a subject's points. PACE's
-    cross-validation and FACE's and mFPCA's band refits hide these same
-    folds, so each of the three is fitted once, on all the data, and
-    scored on the errors of its own refits (their tuning - bandwidths,
-    smoothing, ``K``, the predictor's noise - chosen on all the data);
-    the kernel smoother is refitted on each fold's visible points, and the
-    chosen method's fit is kept. A method whose fit gives some training
-    subject an implausible curve (the warning of ``transform``) is passed
-    over unless all are. The choice costs about one fit of each
-    method. Otherwise (one random draw of hidden points, or more than
+    its fit. By default (``combine="stack"``) the imputer's curve is the
+    mix of the candidates' curves, ``sum_k w_k curve_k`` with weights
+    ``w_k >= 0`` summing to one, whose mean squared error over the hidden
+    points is least (non-negative least squares on the candidates'
+    held-out residuals); a candidate without which the mix predicts the
+    hidden points within 0.5% as well (``STACK_TOLERANCE``) is left out. With ``combine="choose"`` the single candidate of least
+    error does the imputing, PACE kept unless another's error is lower by
+    more than a standard error of the paired difference (clustered by
+    subject). The mix is never worse than the best candidate on the hidden
+    points it was weighed on, and where the candidates err differently it
+    is better than each; on new points it stays closer to the best method
+    than a choice of one does (the ``stability`` section of
+    ``docs/benchmarks.md``).
+
+    The hidden points are PACE's held-out points (``docs/pace.md``, step
+    7): on small data (fewer than 2,000 in one draw of a fifth of each
+    subject's points) every observation of a subject with at least two is
+    hidden once over five systematic folds, a fold hiding at most one in
+    five of a subject's points. PACE's cross-validation and FACE's and
+    mFPCA's band refits hide these same folds, so each of the three is
+    fitted once, on all the data, and scored on the residuals of its own
+    refits (their tuning - bandwidths, smoothing, ``K``, the predictor's
+    noise - chosen on all the data); the kernel smoother is refitted on
+    each fold's visible points. A method whose fit gives some training
+    subject an implausible curve (the warning of ``transform``) gets no
+    weight unless all do. The choice costs about one fit of each method.
+    Otherwise (one random draw of hidden points, or more than
     ``max_subjects`` subjects, whose choice is made on a random subsample)
-    each candidate is refitted on each fold's visible points and the chosen
-    one fitted again on all the data. PACE is kept unless
-    another candidate's error is lower by more than a standard error of the
-    paired difference (clustered by subject): it gives calibrated bands and
-    scores, and where the others are within noise of it the choice among
-    them is a draw (on 250 Framingham participants the least error of the
-    training folds chose a method 3% worse than PACE on other points).
-    No method wins every
-    data set: on the small real data of ``benchmarks/bench_stability.py``
-    each of the four is the most accurate somewhere.
+    each candidate is refitted on each fold's visible points and those
+    with weight fitted again on all the data.
 
     Parameters
     ----------
     candidates : tuple of str, default=("pace", "face", "mfpca", "kernel")
-        The methods to choose among (a subset of these four).
+        The methods to mix or choose among (a subset of these four).
+    combine : {"stack", "choose"}, default="stack"
+        Mix the candidates with the weights that predict the hidden points
+        best, or keep the single best (PACE unless beaten by a standard
+        error; its bands, scores and derivatives are one method's).
     n_folds : int, default=3
         Where the candidates are refitted per fold (see above), how many of
         the systematic folds (at most 5; a single draw is one fold). Where
@@ -83,10 +92,16 @@ class AutoImputer(BaseImputer):
 
     Attributes
     ----------
+    weights_ : dict
+        Method -> weight in the mix (positive, summing to one); one method
+        with weight 1 when ``combine="choose"``.
+    estimators_ : dict
+        Method -> its imputer, fitted on all the training data, for each
+        method with a weight.
     method_ : str
-        The chosen method.
+        The method with the largest weight.
     estimator_ : BaseImputer
-        The chosen method's imputer, fitted on all the training data.
+        ``estimators_[method_]``.
     cv_scores_ : dict
         Mean squared error of the hidden points for each candidate
         (``inf`` where its fit failed).
@@ -97,14 +112,18 @@ class AutoImputer(BaseImputer):
     n_hidden_ : int
         Hidden points scored.
     mean_ : ndarray of shape (n_grid,)
-        The chosen imputer's mean curve on ``grid_``.
+        The mix of the imputers' mean curves on ``grid_``.
     grid_, time_range_, n_subjects_fit_
         As for every imputer.
 
     Notes
     -----
-    ``transform(X, return_std=True)``, ``derivative`` and ``noise_variance_``
-    are the chosen imputer's. Fitting costs
+    Curves, derivatives, ``predict_at`` and ``noise_variance_`` (and
+    ``noise_variance_at``) are the weighted sums of the kept imputers';
+    the standard deviation of ``transform(X, return_std=True)`` is the
+    weighted sum of theirs, which bounds the standard deviation of the
+    mixed curve whatever the correlation of the candidates' errors (and is
+    close to it, as their errors are strongly correlated). Fitting costs
     about one fit of each candidate on small data, ``n_folds + 1`` on
     larger data.
 
@@ -121,6 +140,7 @@ class AutoImputer(BaseImputer):
 
     _param_constraints = {
         **BaseImputer._param_constraints,
+        "combine": [Options("stack", "choose")],
         "n_folds": [Interval("int", 1, 5)],
         "max_subjects": [Interval("int", 10)],
         "random_state": RANDOM_STATE,
@@ -134,6 +154,7 @@ class AutoImputer(BaseImputer):
         self,
         *,
         candidates=CANDIDATES,
+        combine="stack",
         n_folds=3,
         max_subjects=1000,
         grid=None,
@@ -142,6 +163,7 @@ class AutoImputer(BaseImputer):
         random_state=None,
     ):
         self.candidates = candidates
+        self.combine = combine
         self.n_folds = n_folds
         self.max_subjects = max_subjects
         self.grid = grid
@@ -170,11 +192,16 @@ class AutoImputer(BaseImputer):
         seed = int(rng.randint(np.iinfo(np.int32).max))
         fitted = {}
         if len(names) == 1:
-            self.cv_scores_, self.n_hidden_, per_subject = {names[0]: np.nan}, 0, {}
+            self.cv_scores_, self.n_hidden_, residuals = {names[0]: np.nan}, 0, {}
         else:
-            self.cv_scores_, self.n_hidden_, per_subject = self._score(
-                data, names, rng, seed, fitted
-            )
+            residuals, owner, val = self._score(data, names, rng, seed, fitted)
+            self.n_hidden_ = owner.size
+            self.cv_scores_ = {
+                k: float(np.sum(r**2)) / max(r.size, 1)
+                if np.all(np.isfinite(r))
+                else np.inf
+                for k, r in residuals.items()
+            }
         finite = {k: v for k, v in self.cv_scores_.items() if np.isfinite(v)}
         if len(names) > 1 and not finite:
             raise ValueError(
@@ -186,19 +213,34 @@ class AutoImputer(BaseImputer):
         )
         plausible = {k: v for k, v in finite.items() if k not in self.implausible_}
         finite = plausible or finite
-        self.method_ = min(finite, key=finite.get) if finite else names[0]
-        if self.method_ != "pace" and "pace" in finite:
-            # PACE (bands, scores) unless another is better by a standard error
-            diff = per_subject["pace"] - per_subject[self.method_]
-            n = diff.size
-            se = np.sqrt(n) * diff.std(ddof=1) / self.n_hidden_ if n > 1 else 0.0
-            if not diff.sum() / self.n_hidden_ > se:
-                self.method_ = "pace"
-        est = fitted.get(self.method_)
-        if est is None:
-            est = self._make(self.method_, seed).fit(data)
-        self.estimator_ = est
-        self.mean_ = self.estimator_.mean_
+        if len(finite) > 1 and self.n_hidden_ and self.combine == "stack":
+            weights = stack_weights({k: residuals[k] for k in finite})
+        elif len(finite) > 1:
+            weights = {self._choose(finite, residuals, owner, val): 1.0}
+        else:
+            weights = {next(iter(finite)) if finite else names[0]: 1.0}
+        self.weights_ = weights
+        self.estimators_ = {
+            name: fitted.get(name) or self._make(name, seed).fit(data)
+            for name in weights
+        }
+        self.method_ = max(weights, key=weights.get)
+        self.estimator_ = self.estimators_[self.method_]
+        self.mean_ = sum(w * self.estimators_[k].mean_ for k, w in weights.items())
+
+    @staticmethod
+    def _choose(scores, residuals, owner, val):
+        """The candidate of least error; PACE unless beaten by a standard error."""
+        best = min(scores, key=scores.get)
+        if best == "pace" or "pace" not in scores:
+            return best
+        # PACE (bands, scores) unless another is better by a standard error of
+        # the paired difference, clustered by subject
+        gain = residuals["pace"] ** 2 - residuals[best] ** 2
+        diff = np.bincount(owner, gain, minlength=int(val.max(initial=-1)) + 1)[val]
+        n = diff.size
+        se = np.sqrt(n) * diff.std(ddof=1) / owner.size if n > 1 else 0.0
+        return best if diff.sum() / owner.size > se else "pace"
 
     def _make(self, name, seed):
         """An unfitted candidate on this imputer's grid and extrapolation."""
@@ -206,15 +248,25 @@ class AutoImputer(BaseImputer):
         return est.set_params(grid=self.grid_, extrapolate=self.extrapolate)
 
     def _score(self, data, names, rng, seed, fitted):
-        """Held-out mean squared error of each candidate.
+        """Each candidate's residuals at the hidden points.
 
         On small data the hidden points are the systematic folds that PACE's
         cross-validation and FACE's and mFPCA's band refits hide anyway
         (:func:`~fdaimpute._fpca.folds.heldout_folds`): each of these is then
-        fitted once, on all the data, and scored on its own refits' errors
-        (added to ``fitted``); only the kernel smoother, which has no
-        refits, is refitted per fold. Otherwise (one random draw) every
+        fitted once, on all the data, and scored on its own refits'
+        residuals (added to ``fitted``); only the kernel smoother, which has
+        no refits, is refitted per fold. Otherwise (one random draw) every
         candidate is refitted on the visible points of ``n_folds`` folds.
+
+        Returns
+        -------
+        residuals : dict
+            Name -> hidden values less predictions (``inf`` where a fit
+            failed), in the same order for every candidate.
+        owner : ndarray of int
+            The subject of each hidden point.
+        val : ndarray of int
+            The subjects whose points may be hidden.
         """
         if len(data) > self.max_subjects:
             keep = np.sort(rng.choice(len(data), self.max_subjects, replace=False))
@@ -226,53 +278,121 @@ class AutoImputer(BaseImputer):
         if not shared:
             folds = folds[: self.n_folds]
         index = np.concatenate(folds)
-        errors = {}
+        residuals = {}
         if shared:
             for name in names:
                 if name == "kernel":
                     continue
                 est = self._make(name, seed)
-                errors[name] = _own_errors(est, data, index)
-                if errors[name] is not None and np.all(np.isfinite(errors[name])):
+                residuals[name] = _own_residuals(est, data, index)
+                if residuals[name] is not None and np.all(np.isfinite(residuals[name])):
                     fitted[name] = est
         for name in names:
-            if errors.get(name) is None:
-                errors[name] = _refit_errors(_candidate(name, seed), choice, val, folds)
+            if residuals.get(name) is None:
+                residuals[name] = _refit_residuals(
+                    _candidate(name, seed), choice, val, folds
+                )
         owner = np.searchsorted(choice.offsets, index, side="right") - 1
-        per_subject = {
-            name: np.bincount(owner, err, minlength=len(choice))[val]
-            for name, err in errors.items()
-        }
-        per_subject = {
-            k: v if np.all(np.isfinite(v)) else np.full(v.size, np.inf)
-            for k, v in per_subject.items()
-        }
-        n_hidden = index.size
-        scores = {k: float(v.sum()) / max(n_hidden, 1) for k, v in per_subject.items()}
-        return scores, n_hidden, per_subject
+        return residuals, owner, val
 
     # ------------------------------------------------------------------ #
-    # the chosen imputer does the work
+    # the chosen imputers do the work, mixed by their weights
+    def _mix(self, compute):
+        """``sum_k weight_k * compute(estimator_k)`` over the chosen candidates."""
+        return sum(w * compute(self.estimators_[k]) for k, w in self.weights_.items())
+
     @property
     def noise_variance_(self):
-        """The chosen imputer's measurement-noise variance (if it has one)."""
-        return self.estimator_.noise_variance_
+        """The chosen imputers' measurement-noise variance, mixed by weight."""
+        return self._mix(lambda est: float(est.noise_variance_))
 
     def noise_variance_at(self, times):
-        """The chosen imputer's noise variance at ``times`` (see its docs)."""
-        at = getattr(self.estimator_, "noise_variance_at", None)
-        if at is not None:
-            return at(times)
-        return np.full(np.shape(times), float(self.noise_variance_))
+        """The chosen imputers' noise variance at ``times``, mixed by weight."""
+
+        def at(est):
+            own = getattr(est, "noise_variance_at", None)
+            if own is not None:
+                return own(times)
+            return np.full(np.shape(times), float(est.noise_variance_))
+
+        return self._mix(at)
 
     def _transform_grid(self, data, grid, return_std=False):
-        return self.estimator_._transform_grid(data, grid, return_std=return_std)
+        if not return_std:
+            return self._mix(lambda est: est._transform_grid(data, grid))
+        parts = {
+            k: est._transform_grid(data, grid, return_std=True)
+            for k, est in self.estimators_.items()
+        }
+        # the weighted mean of the SDs bounds the SD of the mixed curve
+        # whatever the correlation of the candidates' errors
+        curves = sum(w * parts[k][0] for k, w in self.weights_.items())
+        std = sum(w * parts[k][1] for k, w in self.weights_.items())
+        return curves, std
 
     def _derivative_grid(self, data, grid):
-        return self.estimator_._derivative_grid(data, grid)
+        return self._mix(lambda est: est._derivative_grid(data, grid))
 
     def _predict_ragged(self, data, times, offsets):
-        return self.estimator_._predict_ragged(data, times, offsets)
+        return self._mix(lambda est: est._predict_ragged(data, times, offsets))
+
+
+#: A candidate is left out of the mix when the mix of the others predicts
+#: the hidden points within this share of the full mix's mean squared error
+#: (fewer fits to keep, and mFPCA's is slow on thousands of subjects).
+STACK_TOLERANCE = 0.005
+
+
+def stack_weights(residuals, tolerance=STACK_TOLERANCE):
+    """Convex weights of candidates that minimise the mixed held-out error.
+
+    Candidates are dropped one at a time, the least useful first, while the
+    best mix of those left stays within ``1 + tolerance`` times the mean
+    squared error of the best mix of all.
+
+    Parameters
+    ----------
+    residuals : dict
+        Name -> residuals of the same hidden points (finite).
+    tolerance : float, default=STACK_TOLERANCE
+        Relative rise of the mean squared error allowed for a smaller mix.
+
+    Returns
+    -------
+    dict
+        Name -> weight, for the candidates kept (positive, summing to 1),
+        in the order given.
+    """
+    names = list(residuals)
+    r = np.column_stack([residuals[k] for k in names])
+    keep = list(range(len(names)))
+    w, least = _convex_least_squares(r)
+    keep = [j for j in keep if w[j] > 0]
+    w = w[keep]
+    while len(keep) > 1:
+        tried = []
+        for j in keep:
+            rest = [i for i in keep if i != j]
+            tried.append((*_convex_least_squares(r[:, rest])[::-1], rest))
+        error, w_rest, rest = min(tried, key=lambda t: t[0])
+        if error > (1 + tolerance) * least:
+            break
+        keep, w = rest, w_rest
+    return {names[j]: float(v) for j, v in zip(keep, w) if v > 0}
+
+
+def _convex_least_squares(r):
+    """``(w, mean((r @ w)**2))`` least over ``w >= 0`` summing to one."""
+    # the sum-to-one constraint as a heavily weighted extra row of the
+    # non-negative least squares problem
+    scale = 1e3 * np.sqrt(np.sum(r**2)) + 1.0
+    a = np.vstack([r, np.full((1, r.shape[1]), scale)])
+    b = np.zeros(a.shape[0])
+    b[-1] = scale
+    w, _ = nnls(a, b)
+    w = np.where(w >= 1e-3 * w.sum(), w, 0.0)
+    w /= w.sum()
+    return w, float(np.mean((r @ w) ** 2))
 
 
 def _subset(data, mask):
@@ -283,8 +403,8 @@ def _subset(data, mask):
     return IrregularData(data.times[mask], data.values[mask], offsets, data.ids)
 
 
-def _own_errors(est, data, index):
-    """Squared errors of a fit's own refits at ``index`` (None if unusable).
+def _own_residuals(est, data, index):
+    """Residuals of a fit's own refits at ``index`` (None if unusable).
 
     PACE keeps them in ``cv_results_``, FACE and mFPCA from their band
     refits. None when the fit fails, the refits failed, or they hid other
@@ -297,10 +417,10 @@ def _own_errors(est, data, index):
     except (ValueError, np.linalg.LinAlgError):
         return np.full(index.size, np.inf)
     cv = getattr(est, "cv_results_", None) or {}
-    if "heldout_index" in cv:
-        own = (cv["heldout_index"], cv["heldout_errors"])
+    if "heldout_residuals" in cv:
+        own = (cv["heldout_index"], cv["heldout_residuals"])
     else:
-        own = getattr(est, "_heldout_errors", None)
+        own = getattr(est, "_heldout_residuals", None)
     if own is None or not np.array_equal(own[0], index):
         return None
     return np.where(np.isfinite(own[1]), own[1], np.inf)
@@ -322,8 +442,8 @@ def _implausible(est, data):
     return rows.size > 0
 
 
-def _refit_errors(est, data, val, folds):
-    """Squared errors at the folds' points, from a refit per fold."""
+def _refit_residuals(est, data, val, folds):
+    """Values less predictions at the folds' points, from a refit per fold."""
     out = []
     for hidden_at in folds:
         hidden = np.zeros(data.times.size, dtype=bool)
@@ -339,6 +459,6 @@ def _refit_errors(est, data, val, folds):
                 pred = np.concatenate(est.predict_at(visible.take(val), times))
         except (ValueError, np.linalg.LinAlgError):
             return np.full(sum(f.size for f in folds), np.inf)
-        err = (pred - data.values[idx_new]) ** 2
-        out.append(np.where(np.isfinite(err), err, np.inf))
+        resid = data.values[idx_new] - pred
+        out.append(np.where(np.isfinite(resid), resid, np.inf))
     return np.concatenate(out)

@@ -174,7 +174,8 @@ default="cv"
         score of each ``K`` at the chosen bandwidths and, where ``K`` is
         chosen or fixed, each held-out point's squared error under the
         chosen model (``"heldout_errors"``, at positions ``"heldout_index"``
-        of the training observations).
+        of the training observations) and its value less the prediction
+        (``"heldout_residuals"``, where the bands were calibrated).
     n_bins_ : int
         Number of bins of the mean and covariance sums.
     time_range_ : tuple of float

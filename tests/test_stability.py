@@ -166,20 +166,105 @@ def test_far_outside_still_needs_extrapolate():
         assert est.transform(near).shape == (1, 11)
 
 
-def test_auto_imputer_chooses_and_round_trips(tmp_path):
+def test_auto_imputer_mixes_and_round_trips(tmp_path):
     data = _small_design(3, 40, 5)
     auto = fi.AutoImputer(random_state=0).fit(data)
-    assert auto.method_ in ("pace", "face", "mfpca", "kernel")
     assert set(auto.cv_scores_) == {"pace", "face", "mfpca", "kernel"}
-    best = min(auto.cv_scores_, key=auto.cv_scores_.get)
-    assert auto.method_ in (best, "pace")  # PACE unless beaten by a standard error
-    np.testing.assert_allclose(
-        auto.transform(data), auto.estimator_.transform(data), rtol=1e-12
-    )
+    weights = np.array(list(auto.weights_.values()))
+    assert np.all(weights > 0) and weights.sum() == pytest.approx(1.0, abs=1e-12)
+    assert len(auto.weights_) >= 2  # this design mixes
+    assert set(auto.estimators_) == set(auto.weights_)
+    assert auto.method_ == max(auto.weights_, key=auto.weights_.get)
+    # every output is the weighted sum of the kept imputers'
+    mixed = {
+        "curves": auto.transform(data, return_std=True),
+        "derivative": auto.derivative(data),
+        "noise": auto.noise_variance_at(np.array([0.2, 0.8])),
+    }
+    expected = {
+        "curves": [0.0, 0.0],
+        "derivative": 0.0,
+        "noise": 0.0,
+    }
+    for name, w in auto.weights_.items():
+        est = auto.estimators_[name]
+        curves, std = est.transform(data, return_std=True)
+        expected["curves"][0] = expected["curves"][0] + w * curves
+        expected["curves"][1] = expected["curves"][1] + w * std
+        expected["derivative"] = expected["derivative"] + w * est.derivative(data)
+        expected["noise"] = expected["noise"] + w * est.noise_variance_at(
+            np.array([0.2, 0.8])
+        )
+    for key in ("derivative", "noise"):
+        np.testing.assert_allclose(mixed[key], expected[key], rtol=1e-12)
+    for got, want in zip(mixed["curves"], expected["curves"]):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
     path = tmp_path / "auto.fdai"
     auto.save(path)
     same = fi.AutoImputer.load(path)
+    assert same.weights_ == auto.weights_
     np.testing.assert_array_equal(same.transform(data), auto.transform(data))
+
+
+def test_auto_imputer_choose_keeps_one_method():
+    data = _small_design(3, 40, 5)
+    auto = fi.AutoImputer(combine="choose", random_state=0).fit(data)
+    best = min(auto.cv_scores_, key=auto.cv_scores_.get)
+    assert auto.method_ in (best, "pace")  # PACE unless beaten by a standard error
+    assert auto.weights_ == {auto.method_: 1.0}
+    np.testing.assert_allclose(
+        auto.transform(data), auto.estimator_.transform(data), rtol=1e-12
+    )
+
+
+def test_stack_weights_known_answers():
+    from fdaimpute.auto import stack_weights
+
+    rng = np.random.default_rng(0)
+    noise = rng.normal(size=400)
+    bias = rng.normal(size=400)
+    bias -= (bias @ noise) / (noise @ noise) * noise
+    # errors of opposite sign cancel: the mix of halves keeps only the noise
+    w = stack_weights({"a": noise + bias, "b": noise - bias})
+    assert w["a"] == pytest.approx(0.5, abs=1e-6)
+    assert w["b"] == pytest.approx(0.5, abs=1e-6)
+    # a candidate whose errors are another's doubled does not help
+    assert stack_weights({"a": noise, "b": 2 * noise}) == {"a": 1.0}
+    # one that helps by less than the tolerance is left out, by more is kept
+    unit = bias / np.sqrt(np.mean(bias**2)) * np.sqrt(np.mean(noise**2))
+    small = {"a": noise + 0.05 * unit, "b": noise - 0.05 * unit}  # 0.25% better
+    assert len(stack_weights(small, tolerance=0.005)) == 1
+    assert len(stack_weights(small, tolerance=0.001)) == 2
+    large = {"a": noise + 0.1 * unit, "b": noise - 0.1 * unit}  # 1% better
+    assert len(stack_weights(large, tolerance=0.005)) == 2
+    # the mix's error on the points it was weighed on is at most the best one's
+    three = {"a": noise + bias, "b": 1.5 * noise, "c": noise - 0.3 * bias}
+    w = stack_weights(three)
+    mixed = sum(w[k] * three[k] for k in w)
+    assert np.mean(mixed**2) <= min(np.mean(r**2) for r in three.values())
+    assert sum(w.values()) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_own_refit_residuals_match_their_errors():
+    # The chooser mixes candidates by the residuals of their own held-out
+    # refits: PACE's are those its cross-validation scored, FACE's those of
+    # its band refits, at the same hidden points.
+    from fdaimpute._fpca.folds import heldout_folds
+
+    data = _small_design(4, 40, 5)
+    pace = fi.PACEImputer(random_state=0).fit(data)
+    cv = pace.cv_results_
+    np.testing.assert_allclose(
+        cv["heldout_residuals"] ** 2, cv["heldout_errors"], rtol=1e-8, atol=1e-12
+    )
+    face = fi.FACEImputer().fit(data)
+    index, resid = face._heldout_residuals
+    _, folds = heldout_folds(data.offsets, np.random.default_rng(0))
+    np.testing.assert_array_equal(np.sort(index), np.sort(np.concatenate(folds)))
+    # residuals of predictions from other points: larger than the fit's own
+    times = np.split(data.times, data.offsets[1:-1])
+    fitted = np.concatenate(face.predict_at(data, times))[index]
+    assert np.mean(resid**2) > np.mean((data.values[index] - fitted) ** 2)
 
 
 def test_auto_imputer_fits_each_candidate_once(monkeypatch):
@@ -223,22 +308,23 @@ def test_auto_imputer_fits_each_candidate_once(monkeypatch):
     auto = fi.AutoImputer(random_state=0).fit(data)
     _, folds = heldout_folds(data.offsets, np.random.RandomState(0))
     assert len(folds) == 5  # small data: the systematic folds every method hides
-    chosen_kernel = auto.method_ == "kernel"
+    kernel_kept = "kernel" in auto.weights_
     assert calls == {
         "face": alone["face"],
         "mfpca": alone["mfpca"],
         "pace_cv": 1,
-        "kernel": len(folds) + chosen_kernel,
+        "kernel": len(folds) + kernel_kept,
     }
     assert auto.n_hidden_ == sum(f.size for f in folds)
-    # the chosen candidate is the one fitted for the choice, and is what a fit
-    # of that method alone gives
+    # the kept candidates are the ones fitted for the choice, and are what a
+    # fit of each method alone gives
     seed = int(np.random.RandomState(0).randint(np.iinfo(np.int32).max))
-    params = {"random_state": seed} if auto.method_ == "pace" else {}
-    alone_fit = type(auto.estimator_)(**params).fit(data)
-    np.testing.assert_allclose(
-        auto.transform(data), alone_fit.transform(data), rtol=1e-10, atol=1e-12
-    )
+    for name, est in auto.estimators_.items():
+        params = {"random_state": seed} if name == "pace" else {}
+        alone_fit = type(est)(**params).fit(data)
+        np.testing.assert_allclose(
+            est.transform(data), alone_fit.transform(data), rtol=1e-10, atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("name", ["pace", "face", "kernel"])
@@ -255,8 +341,8 @@ def test_auto_imputer_scores_are_held_out_errors(name):
     seed = int(rng.randint(np.iinfo(np.int32).max))
     val, folds = heldout_folds(data.offsets, rng)
     if name == "kernel":
-        errors = auto_module._refit_errors(fi.KernelImputer(), data, val, folds)
-        assert auto.cv_scores_[name] == pytest.approx(errors.mean(), rel=1e-12)
+        resid = auto_module._refit_residuals(fi.KernelImputer(), data, val, folds)
+        assert auto.cv_scores_[name] == pytest.approx(np.mean(resid**2), rel=1e-12)
     # scores are of a fit's predictions of hidden points: above the in-sample
     # error of the same fit, above the noise (0.25) and below the variance
     est = auto_module._candidate(name, seed).fit(data)
@@ -294,8 +380,10 @@ def test_auto_imputer_passes_over_an_implausible_fit(monkeypatch):
     auto = fi.AutoImputer(random_state=0).fit(design)
     assert sorted(flagged) == ["FACEImputer", "MFPCAImputer", "PACEImputer"]
     assert auto.implausible_ == ["pace"]
-    others = {k: v for k, v in auto.cv_scores_.items() if k != "pace"}
-    assert auto.method_ == min(others, key=others.get)
+    assert "pace" not in auto.weights_
+    chosen = fi.AutoImputer(combine="choose", random_state=0).fit(design)
+    others = {k: v for k, v in chosen.cv_scores_.items() if k != "pace"}
+    assert chosen.method_ == min(others, key=others.get)
 
 
 def test_mfpca_stays_inside_the_data_where_visits_leave_gaps():

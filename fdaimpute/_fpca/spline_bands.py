@@ -82,8 +82,8 @@ def held_out_bands(
         errors 40 times the others', and they alone chose the factor).
     heldout : dict, default=None
         If given, receives ``"index"`` (positions of the hidden observations
-        in ``times``) and ``"errors"`` (their squared prediction errors
-        under the refits, at the chosen factor), so that a caller comparing
+        in ``times``) and ``"residuals"`` (their values less the refits'
+        predictions, at the chosen noise), so that a caller comparing
         methods on the same hidden points need not refit (left empty when
         the refits fail).
 
@@ -137,7 +137,7 @@ def held_out_bands(
     terms = under(chosen)
     if heldout is not None:
         heldout["index"] = np.concatenate(folds)
-        heldout["errors"] = np.concatenate([t[0] for t in terms]) ** 2
+        heldout["residuals"] = np.concatenate([t[0] for t in terms])
     joined = [np.concatenate(t) for t in zip(*terms)]
     noise = np.concatenate(
         [

@@ -40,16 +40,17 @@ class SplineModelPredictor(ConditionalScorePredictor):
         return self._model_times(data.times), (data.values - centre) / spread
 
     def _keep_heldout(self, heldout):
-        """Keep the held-out points' squared errors of the band refits.
+        """Keep the held-out points' residuals of the band refits.
 
-        ``_heldout_errors`` is ``(index, errors)``: positions of the hidden
-        training observations and squared errors in the data's units (None
-        when the refits failed). A chooser among methods compares them on
-        the same hidden points instead of refitting.
+        ``_heldout_residuals`` is ``(index, residuals)``: positions of the
+        hidden training observations and their values less the refits'
+        predictions, in the data's units (None when the refits failed). A
+        chooser among methods compares and combines them on the same hidden
+        points instead of refitting.
         """
         spread = self._scale[3]
-        self._heldout_errors = (
-            (heldout["index"], heldout["errors"] * spread**2) if heldout else None
+        self._heldout_residuals = (
+            (heldout["index"], heldout["residuals"] * spread) if heldout else None
         )
 
     def _model_times(self, t):

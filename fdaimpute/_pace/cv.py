@@ -237,14 +237,15 @@ class _Folds:
         return None if any(p is None for p in parts) else float(np.mean(parts))
 
     def calibrate_bands(self, along, across, sigma2, k, observation_noise=None):
-        """``(w, tau^2, profile)`` of the bands from every fold's hidden points.
+        """``(w, tau^2, profile, resid)`` of the bands from every fold's hidden points.
 
         ``profile`` is the time profile of :func:`~fdaimpute._fpca.heldout.
-        band_profile` (None when a fold fails).
+        band_profile` and ``resid`` each hidden point's value less its
+        prediction (both None when a fold fails).
         """
         terms = [e.band_terms(along, across, sigma2, k) for e in self.evaluators]
         if any(t is None for t in terms):
-            return 1.0, 0.0, None
+            return 1.0, 0.0, None, None
         joined = [np.concatenate(parts) for parts in zip(*terms)]
         noise = sigma2 if observation_noise is None else observation_noise
         has_rest = any(e.max_k > k for e in self.evaluators) and joined[2].any()
@@ -254,7 +255,7 @@ class _Folds:
         times = np.concatenate([e.t_new for e in self.evaluators])
         grid = self.evaluators[0].work_grid
         profile = band_profile(times, resid, variance, (grid[0], grid[-1]))
-        return weight, misfit, profile
+        return weight, misfit, profile, resid
 
     def __call__(self, along, across):
         """Mean squared error of all hidden points for each ``K = 1..max_k``."""
@@ -327,8 +328,9 @@ def select_by_cv(
     results : dict
         Evaluated bandwidths and scores; where ``K`` is chosen or fixed,
         also each hidden point's squared error under the chosen model
-        (``"heldout_errors"``) and its position in ``times``
-        (``"heldout_index"``).
+        (``"heldout_errors"``), its position in ``times``
+        (``"heldout_index"``) and, where the bands were calibrated, its
+        value less its prediction (``"heldout_residuals"``).
     """
     n_subjects = offsets.size - 1
     counts = np.diff(offsets)
@@ -521,9 +523,11 @@ def select_on_folds(
     if k_bands is not None:
         results["heldout_errors"] = errors[:, min(k_bands, max_k) - 1].copy()
     if bands is not None:
-        results["rest_weight"], results["misfit_variance"], profile = bands
+        results["rest_weight"], results["misfit_variance"], profile, resid = bands
         if profile is not None:
             results["band_profile"] = profile
+        if resid is not None:
+            results["heldout_residuals"] = resid
     if tune_noise:
         results["noise_variance"], results["noise_floor"] = noise, obs_floor
         results["noise_candidates"], results["noise_scores"] = noise_scores
