@@ -43,11 +43,12 @@ class AutoImputer(BaseImputer):
     ``w_k >= 0`` summing to one, whose mean squared error over the hidden
     points is least (non-negative least squares on the candidates'
     held-out residuals); a candidate without which the mix predicts the
-    hidden points within 0.5% as well (``STACK_TOLERANCE``) is left out. With ``combine="choose"`` the single candidate of least
-    error does the imputing, PACE kept unless another's error is lower by
-    more than a standard error of the paired difference (clustered by
-    subject). The mix is never worse than the best candidate on the hidden
-    points it was weighed on, and where the candidates err differently it
+    hidden points within 0.5% as well (``STACK_TOLERANCE``) is left out.
+    With ``combine="choose"`` the single candidate of least error does the
+    imputing, PACE kept unless another's error is lower by more than a
+    standard error of the paired difference (clustered by subject). On the
+    hidden points it was weighed on, the mix is never more than 0.5% worse
+    than the best candidate, and where the candidates err differently it
     is better than each; on new points it stays closer to the best method
     than a choice of one does (the ``stability`` section of
     ``docs/benchmarks.md``).
