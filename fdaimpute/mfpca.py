@@ -6,11 +6,12 @@ import numpy as np
 
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import Interval, Options
+from fdaimpute._core.plausible import implausible_rows, value_range
 from fdaimpute._core.validation import check_spread_over_time
 from fdaimpute._fpca.spline_bands import held_out_bands
 from fdaimpute._fpca.spline_predict import SplineModelPredictor
 from fdaimpute._fpca.splines import check_basis_sizes
-from fdaimpute._mfpca.fit import fit_mfpca
+from fdaimpute._mfpca.fit import fit_mfpca, smaller_size
 from fdaimpute._numerics.linalg import one_blas_thread
 from fdaimpute.base import BaseImputer
 
@@ -59,7 +60,11 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         in turn and stopping at the first increase (the mean does not
         depend on ``M``, so the likelihoods are of the same centred data),
         or before a size with a direction the observation times barely see
-        (its curves would swing where no one is observed).
+        (its curves would swing where no one is observed). If the chosen
+        size still gives some training subject a curve outside the data's
+        range widened by half of it (the warning of ``transform``), the fit
+        falls back to the next smaller size (below 6, one B-spline fewer at
+        a time, down to ``degree + 1``) until none does.
     n_basis_mean : int, default=20
         B-splines of the mean (a P-spline chosen by GCV, as FACE's).
     degree : int, default=3
@@ -220,6 +225,30 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         check_spread_over_time(data.time_range, "cannot fit a curve")
         options = {name: getattr(self, name) for name in _OPTIONS}
         times, values = self._standardise(data)
+        result = self._fit_model(data, times, values, options)
+        # a basis whose fit swings far outside the data for some training
+        # subject (late in the range, where few are observed) gives way to
+        # the next smaller one, while there is one
+        while self.n_basis == "auto" and self._implausible_fit(data):
+            smaller = smaller_size(self.n_basis_, self.degree)
+            if smaller is None:
+                break
+            options["max_basis"] = smaller
+            result = self._fit_model(data, times, values, options)
+        spread = self._scale[3]
+        # the density of the values in the data's units
+        shift = data.values.size * np.log(spread)
+        self.loglik_ = result.loglik - shift
+        self.start_loglik_ = result.start_loglik - shift
+        if self.n_components == "cv":
+            self.cv_ = {k: cv for k, (cv, _) in result.criteria.items()}
+        elif hasattr(self, "cv_"):
+            del self.cv_
+        self.bic_ = {k: bic for k, (_, bic) in result.criteria.items()}
+        self.n_iter_, self.converged_ = result.n_iter, result.converged
+
+    def _fit_model(self, data, times, values, options):
+        """Fit the model and its bands; set the model's attributes."""
         with one_blas_thread():
             result = fit_mfpca(times, values, data.offsets, (0.0, 1.0), options)
         model = self._model = result.model
@@ -246,13 +275,13 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         self.predictor_noise_variance_ = model.noise_variance * spread**2
         self._set_model_attributes(model, self.grid_)
         self.n_basis_ = model.cov_knots.size - model.degree - 1
-        # the density of the values in the data's units
-        shift = data.values.size * np.log(spread)
-        self.loglik_ = result.loglik - shift
-        self.start_loglik_ = result.start_loglik - shift
-        if self.n_components == "cv":
-            self.cv_ = {k: cv for k, (cv, _) in result.criteria.items()}
-        elif hasattr(self, "cv_"):
-            del self.cv_
-        self.bic_ = {k: bic for k, (_, bic) in result.criteria.items()}
-        self.n_iter_, self.converged_ = result.n_iter, result.converged
+        return result
+
+    def _implausible_fit(self, data):
+        """Whether some training subject's curve leaves the widened data range."""
+        grid = np.linspace(*self.time_range_, 101)
+        curves = self._transform_grid(data, grid)
+        rows = implausible_rows(
+            curves, data, grid, self.time_range_, value_range(data.values)
+        )
+        return rows.size > 0

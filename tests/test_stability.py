@@ -355,16 +355,17 @@ def test_auto_imputer_scores_are_held_out_errors(name):
 
 
 def test_auto_imputer_passes_over_an_implausible_fit(monkeypatch):
-    # mFPCA's default fit on Blackmore's girls (the stability benchmark's
-    # split 1) swings far outside the data for some girls late in the age
-    # range, where few are observed; the chooser must see that, and pass
-    # over a candidate that does.
+    # mFPCA with 6 B-splines on Blackmore's girls (the stability benchmark's
+    # split 1; its default fit before it learnt to fall back to fewer) swings
+    # far outside the data for some girls late in the age range, where few
+    # are observed; the chooser must see that, and pass over a candidate
+    # that does.
     from fdaimpute import auto as auto_module
 
     visible, _, _ = split_held_out(_blackmore(), 0.2, min_keep=2, random_state=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        mfpca = fi.MFPCAImputer().fit(visible)
+        mfpca = fi.MFPCAImputer(n_basis=6).fit(visible)
     assert auto_module._implausible(mfpca, visible)
     kernel = fi.KernelImputer().fit(visible)
     assert not auto_module._implausible(kernel, visible)
@@ -403,3 +404,20 @@ def test_mfpca_stays_inside_the_data_where_visits_leave_gaps():
         mfpca = fi.MFPCAImputer().fit(visible)
     assert mfpca.n_basis_ == 6
     assert not auto_module._implausible(mfpca, visible)
+
+
+def test_mfpca_falls_back_to_a_smaller_basis_when_a_curve_is_absurd():
+    # Blackmore's girls, the stability benchmark's split 1: 6 B-splines (the
+    # smallest size the basis search tries) give girls seen at 8, 10 and 15
+    # curves down to -34 hours a week; the default fit steps down to fewer
+    # functions until every training curve stays inside the widened range.
+    from fdaimpute import auto as auto_module
+
+    visible, _, _ = split_held_out(_blackmore(), 0.2, min_keep=2, random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        six = fi.MFPCAImputer(n_basis=6).fit(visible)
+        default = fi.MFPCAImputer().fit(visible)
+    assert auto_module._implausible(six, visible)
+    assert default.n_basis_ < 6
+    assert not auto_module._implausible(default, visible)

@@ -137,6 +137,19 @@ def _fit_rank(times, resid, offsets, basis, degree, options):
     return (*best, criteria)
 
 
+def smaller_size(size, degree):
+    """The next size below ``size`` that ``n_basis="auto"`` may fall back to.
+
+    The sizes it searches, then one function fewer at a time down to the
+    smallest spline basis of ``degree`` (``degree + 1`` functions, one
+    polynomial piece); None below that.
+    """
+    below = [s for s in _AUTO_SIZES if s < size]
+    if below:
+        return below[-1]
+    return size - 1 if size - 1 >= degree + 1 else None
+
+
 def barely_seen(basis, times):
     """Whether the design sees some direction of ``basis`` only barely.
 
@@ -166,7 +179,8 @@ def fit_mfpca(times, values, offsets, time_range, options):
     time_range : tuple of float
     options : dict
         ``n_basis``, ``n_basis_mean``, ``degree``, ``n_components`` (int,
-        ``"cv"`` or ``"bic"``), ``max_components``, ``max_iter``, ``tol``.
+        ``"cv"`` or ``"bic"``), ``max_components``, ``max_iter``, ``tol``;
+        optionally ``max_basis``, the largest size ``n_basis="auto"`` tries.
 
     Returns
     -------
@@ -177,7 +191,11 @@ def fit_mfpca(times, values, offsets, time_range, options):
     mean_knots = equal_knots(lo, hi, options["n_basis_mean"], degree)
     mean, mean_obs = fit_mean(times, values, mean_knots, degree, 2, "gcv")
     resid = values - mean_obs
-    sizes = _AUTO_SIZES if options["n_basis"] == "auto" else (options["n_basis"],)
+    if options["n_basis"] == "auto":
+        cap = options.get("max_basis") or _AUTO_SIZES[-1]
+        sizes = tuple(s for s in _AUTO_SIZES if s <= cap) or (cap,)
+    else:
+        sizes = (options["n_basis"],)
     best = None
     for size in sizes:
         basis = OrthonormalBasis.build(lo, hi, size, degree)
