@@ -304,13 +304,19 @@ def test_version_prints_the_package_version(capsys):
     assert capsys.readouterr().out.strip() == __version__
 
 
-def test_impute_without_a_method_uses_auto(long_csv, tmp_path):
+def test_impute_without_a_method_uses_auto(long_csv, tmp_path, capsys):
     path, df = long_csv
     out = tmp_path / "curves.csv"
     main(["impute", str(path), "-o", str(out), "--grid", "0:1:11", *NAMES[:6]])
     grid = np.linspace(0, 1, 11)
     expected = fi.AutoImputer(grid=grid, random_state=0)
     assert_allclose(_wide(out), _expected(df, expected))
+    # the message names the mix it imputed with
+    mix = ", ".join(
+        f"{k} {w:.2f}"
+        for k, w in sorted(expected.weights_.items(), key=lambda kv: -kv[1])
+    )
+    assert f"with auto ({mix}) in" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("method", ["pace", "kernel", "vt"])

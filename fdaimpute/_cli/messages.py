@@ -72,3 +72,12 @@ def cli_message(message):
             message = f"{message} (rerun with {flag})"
     message = _KEYWORD.sub(_as_param, message)
     return re.sub(r"\b(use )?([A-Z][A-Za-z]*Imputer)\b", _as_method, message)
+
+
+def fitted_label(label, est):
+    """``label``, and the weights of a fitted mix: ``auto (pace 0.64, kernel 0.36)``."""
+    weights = getattr(est, "weights_", None)
+    if not weights:
+        return label
+    parts = sorted(weights.items(), key=lambda kv: -kv[1])
+    return f"{label} ({', '.join(f'{k} {w:.2f}' for k, w in parts)})"

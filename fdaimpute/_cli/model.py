@@ -17,7 +17,7 @@ from fdaimpute._cli.inputs import (
     read_data,
     variable_layout,
 )
-from fdaimpute._cli.messages import METHOD_OF_CLASS, cli_message
+from fdaimpute._cli.messages import METHOD_OF_CLASS, cli_message, fitted_label
 from fdaimpute._cli.methods import build_estimator, method_name, set_covariates
 from fdaimpute._cli.output import check_room, check_target, write_output
 
@@ -273,7 +273,7 @@ def _fit(args):
     if rank != 0:
         return 0
     print(
-        f"Fitted {args.method} on {len(data)} subjects in "
+        f"Fitted {fitted_label(args.method, est)} on {len(data)} subjects in "
         f"{time.perf_counter() - start:.1f} s",
         file=sys.stderr,
     )

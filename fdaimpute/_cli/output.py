@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from fdaimpute._cli.messages import cli_message
+from fdaimpute._cli.messages import cli_message, fitted_label
 from fdaimpute._core.blocks import (
     check_output_fits,
     format_bytes,
@@ -237,7 +237,7 @@ def write_output(args, data, grid, est, label, start, names):
         None if variables is None else [str(v) for v in variables],
     )
     print(
-        f"Imputed {len(data)} curves with {label} in "
+        f"Imputed {len(data)} curves with {fitted_label(label, est)} in "
         f"{time.perf_counter() - start:.1f} s",
         file=sys.stderr,
     )
