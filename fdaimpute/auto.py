@@ -123,8 +123,9 @@ class AutoImputer(BaseImputer):
     ``noise_variance_at``) are the weighted sums of the kept imputers';
     the standard deviation of ``transform(X, return_std=True)`` is the
     weighted sum of theirs, which bounds the standard deviation of the
-    mixed curve whatever the correlation of the candidates' errors (and is
-    close to it, as their errors are strongly correlated). Fitting costs
+    mixed curve whatever the correlation of the candidates' errors (the
+    coverage of the mix's bands is in the ``stability`` section of
+    ``docs/benchmarks.md``). Fitting costs
     about one fit of each candidate on small data, ``n_folds + 1`` on
     larger data.
 
@@ -222,7 +223,7 @@ class AutoImputer(BaseImputer):
             weights = {next(iter(finite)) if finite else names[0]: 1.0}
         self.weights_ = weights
         self.estimators_ = {
-            name: fitted.get(name) or self._make(name, seed).fit(data)
+            name: fitted[name] if name in fitted else self._make(name, seed).fit(data)
             for name in weights
         }
         self.method_ = max(weights, key=weights.get)
@@ -366,9 +367,8 @@ def stack_weights(residuals, tolerance=STACK_TOLERANCE):
     """
     names = list(residuals)
     r = np.column_stack([residuals[k] for k in names])
-    keep = list(range(len(names)))
     w, least = _convex_least_squares(r)
-    keep = [j for j in keep if w[j] > 0]
+    keep = [j for j in range(len(names)) if w[j] > 0]
     w = w[keep]
     while len(keep) > 1:
         tried = []
