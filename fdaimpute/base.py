@@ -160,31 +160,23 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         std : ndarray or DataFrame of shape (n_subjects, n_grid)
             Only when ``return_std=True``.
         """
-        data = self._check_transform_input(X)
-        grid = self._query_grid(grid)
-        check_output_fits(len(data), grid.size, 2 if return_std else 1)
-        inner, cols, _ = self._clipped(grid)
+        return_std = bool(return_std)
+        kinds = (
+            ("imputed curve", "standard deviation")
+            if return_std
+            else ("imputed curve",)
+        )
+        data, grid, outputs = self._grid_outputs(
+            X,
+            grid,
+            lambda part, inner: self._transform_grid(
+                part, inner, return_std=return_std
+            ),
+            kinds,
+        )
+        curves, std = self._finish_curves(data, grid, *outputs)
         if return_std:
-            curves, std = self._in_blocks(
-                lambda part: self._transform_grid(part, inner, return_std=True),
-                data,
-                inner.size,
-                n_out=2,
-            )
-            curves, std = curves[:, cols], std[:, cols]
-            self._check_finite(curves, data, "imputed curve")
-            self._check_finite(std, data, "standard deviation")
-            self._warn_implausible(curves, data, grid)
-            curves, std = self._keep_observed(data, grid, curves, std)
             return self._wrap(curves, data, grid), self._wrap(std, data, grid)
-        curves = self._in_blocks(
-            lambda part: self._transform_grid(part, inner, return_std=False),
-            data,
-            inner.size,
-        )[:, cols]
-        self._check_finite(curves, data, "imputed curve")
-        self._warn_implausible(curves, data, grid)
-        curves, _ = self._keep_observed(data, grid, curves)
         return self._wrap(curves, data, grid)
 
     def _warn_implausible(self, curves, data, grid):
@@ -213,15 +205,9 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             With ``extrapolate="clip"`` the derivative is 0 outside the
             training range.
         """
-        data = self._check_transform_input(X)
-        grid = self._query_grid(grid)
-        check_output_fits(len(data), grid.size, what="derivative")
-        inner, cols, outside = self._clipped(grid)
-        deriv = self._in_blocks(
-            lambda part: self._derivative_grid(part, inner), data, inner.size
-        )[:, cols]
-        deriv[:, outside] = 0.0
-        self._check_finite(deriv, data, "derivative")
+        data, grid, (deriv,) = self._grid_outputs(
+            X, grid, self._derivative_grid, ("derivative",), what="derivative"
+        )
         return self._wrap(deriv, data, grid)
 
     def _curves_and_derivatives(self, X, grid=None):
@@ -237,23 +223,65 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         ):  # e.g. several variables: the class's own outputs
             curves = np.asarray(self.transform(X, grid=grid))
             return curves, np.asarray(self.derivative(X, grid=grid))
+        data, grid, (curves, deriv) = self._grid_outputs(
+            X, grid, self._curves_and_derivatives_grid, ("imputed curve", "derivative")
+        )
+        curves, _ = self._finish_curves(data, grid, curves)
+        return curves, deriv
+
+    def _grid_outputs(self, X, grid, compute, kinds, what="output"):
+        """The outputs on a grid, checked: the steps all grid outputs share.
+
+        Reads ``X`` and the query ``grid``, checks that the outputs fit in
+        memory, runs ``compute(part, inner)`` on blocks of subjects (``inner``
+        the grid clipped to the training range under ``extrapolate="clip"``),
+        maps its columns back onto ``grid``, sets derivatives to 0 outside the
+        range (the clipped curve is flat there) and checks that every output
+        is finite.
+
+        Parameters
+        ----------
+        X : input accepted by :meth:`transform`
+        grid : int, array-like or None
+            The query grid (``None``: ``grid_``).
+        compute : callable
+            ``compute(part, inner)`` returns one array of shape
+            ``(len(part), inner.size)`` per entry of ``kinds``, in that order
+            (a bare array when there is one).
+        kinds : tuple of str
+            What each output is (``"imputed curve"``, ``"standard
+            deviation"`` or ``"derivative"``), as named in errors.
+        what : str, default="output"
+            What is asked for, in the out-of-memory error.
+
+        Returns
+        -------
+        data : IrregularData
+        grid : ndarray
+            The query grid.
+        outputs : list of ndarray of shape (n_subjects, grid.size)
+        """
         data = self._check_transform_input(X)
         grid = self._query_grid(grid)
-        check_output_fits(len(data), grid.size, 2)
+        check_output_fits(len(data), grid.size, len(kinds), what=what)
         inner, cols, outside = self._clipped(grid)
-        curves, deriv = self._in_blocks(
-            lambda part: self._curves_and_derivatives_grid(part, inner),
-            data,
-            inner.size,
-            n_out=2,
+        got = self._in_blocks(
+            lambda part: compute(part, inner), data, inner.size, n_out=len(kinds)
         )
-        curves, deriv = curves[:, cols], deriv[:, cols]
-        deriv[:, outside] = 0.0
-        self._check_finite(curves, data, "imputed curve")
-        self._check_finite(deriv, data, "derivative")
+        outputs = [out[:, cols] for out in (got if len(kinds) > 1 else (got,))]
+        for out, kind in zip(outputs, kinds):
+            if kind == "derivative":
+                out[:, outside] = 0.0
+            self._check_finite(out, data, kind)
+        return data, grid, outputs
+
+    def _finish_curves(self, data, grid, curves, std=None):
+        """Warn about implausible curves, then put observed values back.
+
+        Returns ``(curves, std)`` as ``_keep_observed`` does.
+        """
         self._warn_implausible(curves, data, grid)
-        curves, _ = self._keep_observed(data, grid, curves)
-        return curves, deriv
+        return self._keep_observed(data, grid, curves, std)
 
     def predict_at(self, X, times=None):
         """Evaluate each subject's imputed curve at given times.
