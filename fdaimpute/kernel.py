@@ -226,6 +226,8 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
             data, data.times, data.offsets, squares=True
         )
         keep, resid, norm2, prior = leave_one_out(data.values - fit, hat, norm2, prior)
+        # None (too few pairs, or sums that underflow): the residuals alone set
+        # the noise level
         noise = difference_estimate_or_none(data.times, data.values, data.subject_index)
         return fit_band_model(
             resid,
