@@ -160,21 +160,24 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         std : ndarray or DataFrame of shape (n_subjects, n_grid)
             Only when ``return_std=True``.
         """
+        data = self._check_transform_input(X)
+        grid = self._query_grid(grid)
         return_std = bool(return_std)
         kinds = (
             ("imputed curve", "standard deviation")
             if return_std
             else ("imputed curve",)
         )
-        data, grid, outputs = self._grid_outputs(
-            X,
+        outputs = self._grid_outputs(
+            data,
             grid,
             lambda part, inner: self._transform_grid(
                 part, inner, return_std=return_std
             ),
             kinds,
         )
-        curves, std = self._finish_curves(data, grid, *outputs)
+        self._warn_implausible(outputs[0], data, grid)
+        curves, std = self._keep_observed(data, grid, *outputs)
         if return_std:
             return self._wrap(curves, data, grid), self._wrap(std, data, grid)
         return self._wrap(curves, data, grid)
@@ -205,8 +208,10 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             With ``extrapolate="clip"`` the derivative is 0 outside the
             training range.
         """
-        data, grid, (deriv,) = self._grid_outputs(
-            X, grid, self._derivative_grid, ("derivative",), what="derivative"
+        data = self._check_transform_input(X)
+        grid = self._query_grid(grid)
+        (deriv,) = self._grid_outputs(
+            data, grid, self._derivative_grid, ("derivative",), what="derivative"
         )
         return self._wrap(deriv, data, grid)
 
@@ -223,27 +228,33 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         ):  # e.g. several variables: the class's own outputs
             curves = np.asarray(self.transform(X, grid=grid))
             return curves, np.asarray(self.derivative(X, grid=grid))
-        data, grid, (curves, deriv) = self._grid_outputs(
-            X, grid, self._curves_and_derivatives_grid, ("imputed curve", "derivative")
+        data = self._check_transform_input(X)
+        grid = self._query_grid(grid)
+        curves, deriv = self._grid_outputs(
+            data,
+            grid,
+            self._curves_and_derivatives_grid,
+            ("imputed curve", "derivative"),
         )
-        curves, _ = self._finish_curves(data, grid, curves)
+        self._warn_implausible(curves, data, grid)
+        curves, _ = self._keep_observed(data, grid, curves)
         return curves, deriv
 
-    def _grid_outputs(self, X, grid, compute, kinds, what="output"):
-        """The outputs on a grid, checked: the steps all grid outputs share.
+    def _grid_outputs(self, data, grid, compute, kinds, what="output"):
+        """The outputs on a query grid, checked: the steps all grid outputs share.
 
-        Reads ``X`` and the query ``grid``, checks that the outputs fit in
-        memory, runs ``compute(part, inner)`` on blocks of subjects (``inner``
-        the grid clipped to the training range under ``extrapolate="clip"``),
-        maps its columns back onto ``grid``, sets derivatives to 0 outside the
-        range (the clipped curve is flat there) and checks that every output
-        is finite.
+        Checks that the outputs fit in memory, runs ``compute(part, inner)``
+        on blocks of subjects (``inner`` the grid clipped to the training
+        range under ``extrapolate="clip"``), maps its columns back onto
+        ``grid``, sets derivatives to 0 outside the range (the clipped curve
+        is flat there) and checks that every output is finite.
 
         Parameters
         ----------
-        X : input accepted by :meth:`transform`
-        grid : int, array-like or None
-            The query grid (``None``: ``grid_``).
+        data : IrregularData
+            The subjects, checked.
+        grid : ndarray
+            The query grid.
         compute : callable
             ``compute(part, inner)`` returns one array of shape
             ``(len(part), inner.size)`` per entry of ``kinds``, in that order
@@ -256,13 +267,8 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
 
         Returns
         -------
-        data : IrregularData
-        grid : ndarray
-            The query grid.
-        outputs : list of ndarray of shape (n_subjects, grid.size)
+        list of ndarray of shape (n_subjects, grid.size)
         """
-        data = self._check_transform_input(X)
-        grid = self._query_grid(grid)
         check_output_fits(len(data), grid.size, len(kinds), what=what)
         inner, cols, outside = self._clipped(grid)
         got = self._in_blocks(
@@ -273,15 +279,7 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             if kind == "derivative":
                 out[:, outside] = 0.0
             self._check_finite(out, data, kind)
-        return data, grid, outputs
-
-    def _finish_curves(self, data, grid, curves, std=None):
-        """Warn about implausible curves, then put observed values back.
-
-        Returns ``(curves, std)`` as ``_keep_observed`` does.
-        """
-        self._warn_implausible(curves, data, grid)
-        return self._keep_observed(data, grid, curves, std)
+        return outputs
 
     def predict_at(self, X, times=None):
         """Evaluate each subject's imputed curve at given times.
