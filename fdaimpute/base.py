@@ -162,29 +162,24 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         """
         data = self._check_transform_input(X)
         grid = self._query_grid(grid)
-        check_output_fits(len(data), grid.size, 2 if return_std else 1)
-        inner, cols, _ = self._clipped(grid)
-        if return_std:
-            curves, std = self._in_blocks(
-                lambda part: self._transform_grid(part, inner, return_std=True),
-                data,
-                inner.size,
-                n_out=2,
-            )
-            curves, std = curves[:, cols], std[:, cols]
-            self._check_finite(curves, data, "imputed curve")
-            self._check_finite(std, data, "standard deviation")
-            self._warn_implausible(curves, data, grid)
-            curves, std = self._keep_observed(data, grid, curves, std)
-            return self._wrap(curves, data, grid), self._wrap(std, data, grid)
-        curves = self._in_blocks(
-            lambda part: self._transform_grid(part, inner, return_std=False),
+        return_std = bool(return_std)
+        kinds = (
+            ("imputed curve", "standard deviation")
+            if return_std
+            else ("imputed curve",)
+        )
+        outputs = self._grid_outputs(
             data,
-            inner.size,
-        )[:, cols]
-        self._check_finite(curves, data, "imputed curve")
-        self._warn_implausible(curves, data, grid)
-        curves, _ = self._keep_observed(data, grid, curves)
+            grid,
+            lambda part, inner: self._transform_grid(
+                part, inner, return_std=return_std
+            ),
+            kinds,
+        )
+        self._warn_implausible(outputs[0], data, grid)
+        curves, std = self._keep_observed(data, grid, *outputs)
+        if return_std:
+            return self._wrap(curves, data, grid), self._wrap(std, data, grid)
         return self._wrap(curves, data, grid)
 
     def _warn_implausible(self, curves, data, grid):
@@ -215,13 +210,9 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         """
         data = self._check_transform_input(X)
         grid = self._query_grid(grid)
-        check_output_fits(len(data), grid.size, what="derivative")
-        inner, cols, outside = self._clipped(grid)
-        deriv = self._in_blocks(
-            lambda part: self._derivative_grid(part, inner), data, inner.size
-        )[:, cols]
-        deriv[:, outside] = 0.0
-        self._check_finite(deriv, data, "derivative")
+        (deriv,) = self._grid_outputs(
+            data, grid, self._derivative_grid, ("derivative",), what="derivative"
+        )
         return self._wrap(deriv, data, grid)
 
     def _curves_and_derivatives(self, X, grid=None):
@@ -239,21 +230,56 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             return curves, np.asarray(self.derivative(X, grid=grid))
         data = self._check_transform_input(X)
         grid = self._query_grid(grid)
-        check_output_fits(len(data), grid.size, 2)
-        inner, cols, outside = self._clipped(grid)
-        curves, deriv = self._in_blocks(
-            lambda part: self._curves_and_derivatives_grid(part, inner),
+        curves, deriv = self._grid_outputs(
             data,
-            inner.size,
-            n_out=2,
+            grid,
+            self._curves_and_derivatives_grid,
+            ("imputed curve", "derivative"),
         )
-        curves, deriv = curves[:, cols], deriv[:, cols]
-        deriv[:, outside] = 0.0
-        self._check_finite(curves, data, "imputed curve")
-        self._check_finite(deriv, data, "derivative")
         self._warn_implausible(curves, data, grid)
         curves, _ = self._keep_observed(data, grid, curves)
         return curves, deriv
+
+    def _grid_outputs(self, data, grid, compute, kinds, what="output"):
+        """The outputs on a query grid, checked: the steps all grid outputs share.
+
+        Checks that the outputs fit in memory, runs ``compute(part, inner)``
+        on blocks of subjects (``inner`` the grid clipped to the training
+        range under ``extrapolate="clip"``), maps its columns back onto
+        ``grid``, sets derivatives to 0 outside the range (the clipped curve
+        is flat there) and checks that every output is finite.
+
+        Parameters
+        ----------
+        data : IrregularData
+            The subjects, checked.
+        grid : ndarray
+            The query grid.
+        compute : callable
+            ``compute(part, inner)`` returns one array of shape
+            ``(len(part), inner.size)`` per entry of ``kinds``, in that order
+            (a bare array when there is one).
+        kinds : tuple of str
+            What each output is (``"imputed curve"``, ``"standard
+            deviation"`` or ``"derivative"``), as named in errors.
+        what : str, default="output"
+            What is asked for, in the out-of-memory error.
+
+        Returns
+        -------
+        list of ndarray of shape (n_subjects, grid.size)
+        """
+        check_output_fits(len(data), grid.size, len(kinds), what=what)
+        inner, cols, outside = self._clipped(grid)
+        got = self._in_blocks(
+            lambda part: compute(part, inner), data, inner.size, n_out=len(kinds)
+        )
+        outputs = [out[:, cols] for out in (got if len(kinds) > 1 else (got,))]
+        for out, kind in zip(outputs, kinds):
+            if kind == "derivative":
+                out[:, outside] = 0.0
+            self._check_finite(out, data, kind)
+        return outputs
 
     def predict_at(self, X, times=None):
         """Evaluate each subject's imputed curve at given times.

@@ -222,22 +222,13 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
 
     def _fit_bands(self, data):
         """The bands' variance model, fitted on the leave-one-out residuals."""
-        h, lam = self._bandwidths(data)
-        subject = data.subject_index
-        distinct, inverse = np.unique(data.times, return_inverse=True)
-        mu, dmu = (part[inverse] for part in self._mean_at(distinct))
-        sums = _moments(data, data.times, data.offsets, h, self.kernel, squares=True)
-        fit, _, hat = _solve(sums, lam[subject], h[subject], mu, dmu)
-        norm2, prior = weight_norms(
-            sums, h[subject], ridge=lam[subject], floor=_RIDGE_FLOOR
+        fit, _, hat, (norm2, prior) = self._local_fits(
+            data, data.times, data.offsets, squares=True
         )
         keep, resid, norm2, prior = leave_one_out(data.values - fit, hat, norm2, prior)
-        # lags over many orders of magnitude can underflow its sums: then the
-        # residuals alone set the noise level
-        with np.errstate(all="ignore"):
-            noise = difference_estimate_or_none(data.times, data.values, subject)
-        if noise is not None and not np.isfinite(noise):
-            noise = None
+        # None (too few pairs, or sums that underflow): the residuals alone set
+        # the noise level
+        noise = difference_estimate_or_none(data.times, data.values, data.subject_index)
         return fit_band_model(
             resid,
             norm2,
@@ -417,20 +408,33 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
             return np.full(n, self.bandwidth_), np.full(n, self.shrinkage_)
         return self._select(data, pooled=False)
 
-    def _evaluate(self, data, times, offsets, derivative=False, return_std=False):
+    def _local_fits(self, data, times, offsets, squares=False):
+        """Each query's penalised local-linear fit over its own subject's data.
+
+        The query times ``times`` of subject ``i`` are
+        ``times[offsets[i]:offsets[i + 1]]``. Returns the intercept, slope
+        and hat value at each query and, with ``squares``, the weight norms
+        ``(norm2, prior)`` of ``weight_norms`` (else None).
+        """
         h, lam = self._bandwidths(data)
         # the mean at each distinct time once (a grid repeats for every subject)
         distinct, inverse = np.unique(times, return_inverse=True)
         mu, dmu = (part[inverse] for part in self._mean_at(distinct))
-        counts = np.diff(offsets)
-        sums = _moments(data, times, offsets, h, self.kernel, squares=return_std)
-        q_subject = np.repeat(np.arange(len(data)), counts)
-        fit, slope, _ = _solve(sums, lam[q_subject], h[q_subject], mu, dmu)
+        sums = _moments(data, times, offsets, h, self.kernel, squares=squares)
+        q_subject = np.repeat(np.arange(len(data)), np.diff(offsets))
+        q_h, q_lam = h[q_subject], lam[q_subject]
+        fit, slope, hat = _solve(sums, q_lam, q_h, mu, dmu)
+        norms = None
+        if squares:
+            norms = weight_norms(sums, q_h, ridge=q_lam, floor=_RIDGE_FLOOR)
+        return fit, slope, hat, norms
+
+    def _evaluate(self, data, times, offsets, derivative=False, return_std=False):
+        fit, slope, _, norms = self._local_fits(
+            data, times, offsets, squares=return_std
+        )
         if return_std:
-            norm2, prior = weight_norms(
-                sums, h[q_subject], ridge=lam[q_subject], floor=_RIDGE_FLOOR
-            )
-            return fit, np.sqrt(self._bands.curve_variance(times, norm2, prior))
+            return fit, np.sqrt(self._bands.curve_variance(times, *norms))
         return slope if derivative else fit
 
     def _grid_query(self, data, grid):

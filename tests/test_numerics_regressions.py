@@ -3,14 +3,19 @@
 PACE's randomness follows ``random_state``; PACE's derivative is the
 derivative of the curve ``transform`` returns, in both modes; ``mean_`` is
 the mean on ``grid_``; SAND's whitened grid features and identity start
-are computed in float64.
+are computed in float64; a difference noise estimate that underflows is
+left out, without warnings, by every imputer that caps its noise with it.
 """
 
 import numpy as np
 import pytest
 from sklearn.base import clone
 
-from fdaimpute import IrregularData
+from fdaimpute import FACEImputer, IrregularData, KernelImputer
+from fdaimpute._numerics.noise_difference import (
+    difference_estimate,
+    difference_estimate_or_none,
+)
 from fdaimpute.pace import PACEImputer
 from fdaimpute.simulate import BasisProcess, sample
 
@@ -201,3 +206,38 @@ def test_sand_grid_features_are_float64_accurate():
     f32 = layer32.grid_features(torch.linspace(0, 1, m, dtype=torch.float64))
     assert f32.dtype == torch.float32
     np.testing.assert_allclose(f32.numpy(), ref, rtol=0, atol=1e-6 * np.abs(ref).max())
+
+
+# ---------------------------------------------------------------------- #
+# the difference noise estimate where its sums underflow
+
+
+def _lags_over_many_orders(n=60, seed=0):
+    """Three visits within 5e-100 of time 0 and three over [0, 1] each: the
+    shortest lags underflow the difference estimate's power sums."""
+    rng = np.random.default_rng(seed)
+    times, values = [], []
+    for _ in range(n):
+        t = np.sort(np.r_[rng.uniform(0, 1, 3), 1e-100 * rng.uniform(1, 5, 3)])
+        times.append(t)
+        values.append(np.sin(3 * t) + rng.normal(0, 0.1, t.size))
+    return IrregularData.from_lists(times, values)
+
+
+def test_difference_estimate_that_underflows_is_none():
+    data = _lags_over_many_orders()
+    subject = data.subject_index
+    with np.errstate(all="ignore"):
+        assert np.isnan(difference_estimate(data.times, data.values, subject))
+    assert difference_estimate_or_none(data.times, data.values, subject) is None
+
+
+@pytest.mark.parametrize(
+    "imputer",
+    [PACEImputer(random_state=0), FACEImputer(), KernelImputer()],
+    ids=["pace", "face", "kernel"],
+)
+def test_underflowing_difference_estimate_leaves_the_fitted_noise(imputer):
+    # the suite turns fdaimpute's RuntimeWarnings into errors (setup.cfg)
+    fitted = imputer.fit(_lags_over_many_orders())
+    assert np.isfinite(fitted.noise_variance_) and fitted.noise_variance_ > 0

@@ -51,11 +51,18 @@ def difference_estimate(times, values, subject, *, max_lag=3, share=0.2, min_pai
 
 
 def difference_estimate_or_none(times, values, subject):
-    """:func:`difference_estimate` at its defaults, or None with too few pairs."""
+    """:func:`difference_estimate` at its defaults, or None where it has none.
+
+    None with too few pairs, and where the estimate is not finite: lags over
+    many orders of magnitude can underflow its sums (then the callers' other
+    noise estimate stands alone).
+    """
     try:
-        return difference_estimate(times, values, subject)
+        with np.errstate(all="ignore"):
+            estimate = difference_estimate(times, values, subject)
     except ValueError:
         return None
+    return estimate if np.isfinite(estimate) else None
 
 
 def n_kept(n_pairs, share, min_pairs):
