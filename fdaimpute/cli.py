@@ -266,7 +266,8 @@ def _add_impute_command(sub):
         default=None,
         help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt, sand or mpace "
         "(several variables: mpace, kernel, mice), in any case (default "
-        "auto: the best of pace, face, mfpca and kernel on held-out points), "
+        "auto: the mix of pace, face, mfpca and kernel that best predicts "
+        "held-out points), "
         "fitted on the input; or use --model",
     )
     imp.add_argument(

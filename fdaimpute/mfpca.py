@@ -6,7 +6,7 @@ import numpy as np
 
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import Interval, Options
-from fdaimpute._core.plausible import implausible_rows, value_range
+from fdaimpute._core.plausible import has_implausible_curve, value_range
 from fdaimpute._core.validation import check_spread_over_time
 from fdaimpute._fpca.spline_bands import held_out_bands
 from fdaimpute._fpca.spline_predict import SplineModelPredictor
@@ -279,9 +279,9 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
 
     def _implausible_fit(self, data):
         """Whether some training subject's curve leaves the widened data range."""
-        grid = np.linspace(*self.time_range_, 101)
-        curves = self._transform_grid(data, grid)
-        rows = implausible_rows(
-            curves, data, grid, self.time_range_, value_range(data.values)
+        return has_implausible_curve(
+            lambda grid: self._transform_grid(data, grid),
+            data,
+            self.time_range_,
+            value_range(data.values),
         )
-        return rows.size > 0

@@ -64,7 +64,7 @@ METHODS = {
     "auto": Method(
         "fdaimpute.auto",
         "AutoImputer",
-        "the best of pace, face, mfpca and kernel on held-out points",
+        "the mix of pace, face, mfpca and kernel that best predicts held-out points",
     ),
     "kernel": Method(
         "fdaimpute.kernel",

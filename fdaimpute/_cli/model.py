@@ -123,7 +123,8 @@ def add_fit_command(sub):
         default="auto",
         help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt, sand or mpace "
         "(several variables: mpace, kernel, mice), in any case (default "
-        "auto: the best of pace, face, mfpca and kernel on held-out points)",
+        "auto: the mix of pace, face, mfpca and kernel that best predicts "
+        "held-out points)",
     )
     fit.add_argument(
         "--grid",

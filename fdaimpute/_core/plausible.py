@@ -153,6 +153,26 @@ def implausible_rows(curves, data, grid, time_range, values_range):
     return np.zeros(0, dtype=int) if found is None else found[0]
 
 
+def has_implausible_curve(curves_on, data, time_range, values_range, n_grid=101):
+    """Whether some subject's curve would draw :func:`warn_implausible`'s warning.
+
+    Parameters
+    ----------
+    curves_on : callable
+        ``curves_on(grid)`` gives the curves of ``data``'s subjects on
+        ``grid``, an array of shape (n_subjects, n_grid).
+    data : IrregularData
+        The subjects.
+    time_range, values_range
+        As for :func:`warn_implausible`.
+    n_grid : int, default=101
+        Points of the grid spanning ``time_range`` the curves are judged on.
+    """
+    grid = np.linspace(*time_range, n_grid)
+    rows = implausible_rows(curves_on(grid), data, grid, time_range, values_range)
+    return rows.size > 0
+
+
 def _outside(curves, values, offsets, grid, time_range, values_range):
     """Where curves leave the widened range (None when none does or no check).
 
