@@ -241,3 +241,14 @@ def test_underflowing_difference_estimate_leaves_the_fitted_noise(imputer):
     # the suite turns fdaimpute's RuntimeWarnings into errors (setup.cfg)
     fitted = imputer.fit(_lags_over_many_orders())
     assert np.isfinite(fitted.noise_variance_) and fitted.noise_variance_ > 0
+
+
+def test_underflowing_difference_estimate_leaves_chunked_pace_equal_to_pace():
+    data = _lags_over_many_orders()
+    whole = PACEImputer(random_state=0).fit(data)
+    halves = [data.take(np.arange(30)), data.take(np.arange(30, 60))]
+    chunked = PACEImputer(random_state=0).fit_chunks(halves)
+    assert np.isfinite(chunked.noise_variance_)
+    np.testing.assert_allclose(
+        chunked.noise_variance_, whole.noise_variance_, rtol=1e-8
+    )

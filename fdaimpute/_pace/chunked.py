@@ -419,15 +419,21 @@ def add_cov_sums(first, then):
 
 def _noise_estimate(keep, total):
     """The difference-based estimate (the pairs not longer than the ``keep``-th
-    shortest) from the pass-3 sums."""
+    shortest) from the pass-3 sums, or None where it is not finite."""
     lag = np.concatenate([e[0] for e in total.edge])
     half = np.concatenate([e[1] for e in total.edge])
     need = keep - int(total.noise[0])
     width = np.partition(lag, need - 1)[need - 1]
     kept = lag <= width * (1.0 + 1e-9)  # ties but for rounding, as in fit
-    part = power_sums(lag[kept], half[kept])
-    sums = np.concatenate([total.noise[:7] + part[:7], [min(total.noise[7], part[7])]])
-    return intercept_from_sums(sums, width)
+    # lags over many orders of magnitude can underflow the sums: then None,
+    # as from difference_estimate_or_none, and the fitted noise stands alone
+    with np.errstate(all="ignore"):
+        part = power_sums(lag[kept], half[kept])
+        sums = np.concatenate(
+            [total.noise[:7] + part[:7], [min(total.noise[7], part[7])]]
+        )
+        estimate = intercept_from_sums(sums, width)
+    return float(estimate) if np.isfinite(estimate) else None
 
 
 @dataclass
