@@ -11,7 +11,7 @@ from fdaimpute._core.fitting import fit_from_scratch
 from fdaimpute._core.input import InputMixin
 from fdaimpute._core.output import OutputMixin
 from fdaimpute._core.params import Boolean
-from fdaimpute._core.plausible import warn_implausible
+from fdaimpute._core.plausible import warn_implausible, warn_implausible_variables
 from fdaimpute._core.query import QueryMixin, _is_ragged
 from fdaimpute._core.validation import check_extrapolate
 from fdaimpute._numerics.interpolate import interpolate_rows
@@ -191,6 +191,30 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             getattr(self, "value_range_", None),
             type(self).__name__,
         )
+
+    def _finish_variables(self, data, grid, curves, std=None):
+        """``transform``'s last steps for curves of several variables.
+
+        Checks that the outputs are finite, warns of implausible curves
+        (each variable against its own range), puts observed cells back with
+        ``keep_observed`` and wraps the output; ``std`` is None without
+        ``return_std``.
+        """
+        self._check_finite(curves, data, "imputed curve")
+        if std is not None:
+            self._check_finite(std, data, "standard deviation")
+        warn_implausible_variables(
+            curves,
+            data,
+            grid,
+            self.time_range_,
+            getattr(self, "value_ranges_", None),
+            type(self).__name__,
+        )
+        curves, std = self._keep_observed(data, grid, curves, std)
+        if std is None:
+            return self._wrap(curves, data, grid)
+        return self._wrap(curves, data, grid), self._wrap(std, data, grid)
 
     def derivative(self, X, grid=None):
         """First derivative of each subject's imputed curve.

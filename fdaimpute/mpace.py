@@ -18,7 +18,6 @@ from fdaimpute._core.params import (
     Options,
     Pair,
 )
-from fdaimpute._core.plausible import warn_implausible_variables
 from fdaimpute._fpca.covariates import CovariateDesign, varying_coefficients
 from fdaimpute._fpca.folds import N_FOLDS
 from fdaimpute._fpca.heldout import one_standard_error_k
@@ -718,20 +717,7 @@ class MultivariatePACEImputer(BaseImputer):
                 scores, std = self._scores(data), None
         curves = self._model.curves(scores, inner)
         curves = curves + self._covariate_curves(design, inner)
-        self._check_finite(curves, data, "imputed curve")
-        warn_implausible_variables(
-            curves,
-            given,
-            grid,
-            self.time_range_,
-            getattr(self, "value_ranges_", None),
-            type(self).__name__,
-        )
-        curves, std = self._keep_observed(given, grid, curves, std)
-        if std is None:
-            return self._wrap(curves, data, grid)
-        self._check_finite(std, data, "standard deviation")
-        return self._wrap(curves, data, grid), self._wrap(std, data, grid)
+        return self._finish_variables(given, grid, curves, std)
 
     def transform_3d(self, X, return_std=False, grid=None):
         """:meth:`transform` as arrays of shape (n_subjects, p, n_grid).

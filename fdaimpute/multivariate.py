@@ -24,7 +24,6 @@ from fdaimpute._core.multivariate_frames import (
     flat_from_variable_column,
     subject_covariates,
 )
-from fdaimpute._core.plausible import warn_implausible_variables
 from fdaimpute._core.ragged import RaggedSubjects
 from fdaimpute._core.validation import (
     check_in_range,
@@ -710,15 +709,8 @@ class SeveralVariablesMixin:
                 "(return_std=True is not supported)"
             )
         data, grid, curves = self._several_outputs(X, grid, derivative=False)
-        self._check_finite(curves, data, "imputed curve")
-        self._warn_implausible_variables(curves, data, grid)
-        if not return_std:
-            curves, _ = self._keep_observed(data, grid, curves)
-            return self._wrap(curves, data, grid)
-        std = self._several_std(data, grid)
-        self._check_finite(std, data, "standard deviation")
-        curves, std = self._keep_observed(data, grid, curves, std)
-        return self._wrap(curves, data, grid), self._wrap(std, data, grid)
+        std = self._several_std(data, grid) if return_std else None
+        return self._finish_variables(data, grid, curves, std)
 
     def _several_std(self, data, grid):
         """Each variable's pointwise SD on ``grid`` (``_variable_std`` of the
@@ -727,16 +719,6 @@ class SeveralVariablesMixin:
         inner, cols, _ = self._clipped(grid)
         std = self._variable_std(data, inner).reshape(n, p, inner.size)
         return std[:, :, cols].reshape(n, p * grid.size)
-
-    def _warn_implausible_variables(self, curves, data, grid):
-        warn_implausible_variables(
-            curves,
-            data,
-            grid,
-            self.time_range_,
-            getattr(self, "value_ranges_", None),
-            type(self).__name__,
-        )
 
     def transform_3d(self, X, grid=None):
         """:meth:`transform` of several variables as an array (n_subjects, p, n_grid).
