@@ -101,12 +101,13 @@ def _warn(found, ids, grid, name):
     )
 
 
-def allow_observations_near_range(data, time_range):
+def allow_observations_near_range(data, time_range, rounding=0.0):
     """Warn about new subjects observed a little beyond the training range.
 
     Observations up to ``OBSERVATION_SLACK`` of the range beyond it are used
     as they are (as in cross-validation, where a test subject's last visit
     can come after every training subject's); the warning says how far.
+    Those within ``rounding`` of the range count as inside it (no warning).
 
     Returns
     -------
@@ -116,8 +117,8 @@ def allow_observations_near_range(data, time_range):
     """
     lo, hi = time_range
     slack = OBSERVATION_SLACK * (hi - lo)
-    below = data.times < lo
-    above = data.times > hi
+    below = data.times < lo - rounding
+    above = data.times > hi + rounding
     if not (below.any() or above.any()):
         return True
     if data.times.min() < lo - slack or data.times.max() > hi + slack:

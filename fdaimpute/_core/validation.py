@@ -305,7 +305,7 @@ def check_in_range(data, time_range, *, extrapolate):
     """
     if extrapolate or len(data) == 0:
         return
-    if allow_observations_near_range(data, time_range):
+    if allow_observations_near_range(data, time_range, rounding_slack(time_range)):
         return
     j = first_outside(data.times, time_range)
     if j is not None:
