@@ -234,7 +234,7 @@ def summarize(rows):
                 row[f"cover {label}"] = f"{value:.3f} ({n_points})"
         table.append(row)
         best.setdefault(name, {})[method] = rel.mean()
-    lines = []
+    lines, ratios = [], {}
     for name, scores in best.items():
         four = {m: s for m, s in scores.items() if m in CANDIDATES}
         if not four:
@@ -243,12 +243,43 @@ def summarize(rows):
         line = f"- {name}: best of the four {winner} ({four[winner]:.3f})"
         for chooser in ("Auto", "Auto-choose", "Auto-refit"):
             if chooser in scores:
-                line += f"; {chooser} / best = {scores[chooser] / four[winner]:.3f}"
+                ratio = scores[chooser] / four[winner]
+                ratios.setdefault(chooser, []).append(ratio)
+                line += f"; {chooser} / best = {ratio:.3f}"
+                se = split_ratio_se(groups, name, chooser, winner)
+                line += f" (SE {se:.3f})" if np.isfinite(se) else ""
         mix = mean_weights(groups, name, "Auto")
         if mix:
             line += f"; Auto's mean weights {mix}"
         lines.append(line)
+    for chooser, r in ratios.items():
+        r = np.array(r)
+        lines.append(
+            f"- {chooser} / best over the {r.size} data sets: mean {r.mean():.3f}, "
+            f"largest {r.max():.3f}, within 2% on {int(np.sum(r <= 1.02))}"
+        )
     return table, lines
+
+
+def split_ratio_se(groups, name, method, reference):
+    """Standard error over splits of ``method``'s RMSE over ``reference``'s.
+
+    NaN with fewer than two splits that both methods were scored on.
+    """
+
+    def by_split(m):
+        out = {}
+        for (d, _, mm), group in groups.items():
+            if (d, mm) == (name, m):
+                for r in group:
+                    out.setdefault(r["split"], []).append(r["relative"])
+        return {k: np.mean(v) for k, v in out.items()}
+
+    ours, theirs = by_split(method), by_split(reference)
+    ratios = [ours[k] / theirs[k] for k in ours if k in theirs]
+    if len(ratios) < 2:
+        return np.nan
+    return float(np.std(ratios, ddof=1) / np.sqrt(len(ratios)))
 
 
 def mean_weights(groups, name, method):

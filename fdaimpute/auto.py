@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 from scipy.optimize import nnls
+from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from fdaimpute._core.docstrings import shared_docs
@@ -61,14 +62,18 @@ class AutoImputer(BaseImputer):
     mFPCA's band refits hide these same folds, so each of the three is
     fitted once, on all the data, and scored on the residuals of its own
     refits (their tuning - bandwidths, smoothing, ``K``, the predictor's
-    noise - chosen on all the data); the kernel smoother is refitted on
-    each fold's visible points. A method whose fit gives some training
+    noise - chosen on all the data); the kernel smoother, which has no
+    refits of its own, is refitted on each fold's visible points with the
+    bandwidth and shrinkage it chose on all the data, so that all four are
+    judged alike. A method whose fit gives some training
     subject an implausible curve (the warning of ``transform``) gets no
     weight unless all do. The choice costs about one fit of each method.
     Otherwise (one random draw of hidden points, or more than
     ``max_subjects`` subjects, whose choice is made on a random subsample)
     each candidate is refitted on each fold's visible points and those
-    with weight fitted again on all the data.
+    with weight fitted again on all the data; one whose fit there gives a
+    training subject an implausible curve gives way to the others, whose
+    weights are found again without it.
 
     Parameters
     ----------
@@ -195,6 +200,7 @@ class AutoImputer(BaseImputer):
         fitted = {}
         if len(names) == 1:
             self.cv_scores_, self.n_hidden_, residuals = {names[0]: np.nan}, 0, {}
+            owner = val = None
         else:
             residuals, owner, val = self._score(data, names, rng, seed, fitted)
             self.n_hidden_ = owner.size
@@ -210,25 +216,33 @@ class AutoImputer(BaseImputer):
                 "AutoImputer: every candidate failed on the held-out folds; fit "
                 "one method directly to see its error"
             )
-        self.implausible_ = sorted(
-            name for name, est in fitted.items() if _implausible(est, data)
-        )
-        plausible = {k: v for k, v in finite.items() if k not in self.implausible_}
-        finite = plausible or finite
-        if len(finite) > 1 and self.n_hidden_ and self.combine == "stack":
-            weights = stack_weights({k: residuals[k] for k in finite})
-        elif len(finite) > 1:
-            weights = {self._choose(finite, residuals, owner, val): 1.0}
-        else:
-            weights = {next(iter(finite)) if finite else names[0]: 1.0}
+        implausible = {name for name, est in fitted.items() if _implausible(est, data)}
+        while True:
+            usable = {k: v for k, v in finite.items() if k not in implausible}
+            weights = self._weigh(usable or finite, residuals, owner, val, names)
+            unchecked = [name for name in weights if name not in fitted]
+            for name in unchecked:
+                fitted[name] = self._make(name, seed).fit(data)
+            # a candidate first fitted on all the data now (the weights were
+            # found on a subsample or on refits) is judged like the others
+            found = {name for name in unchecked if _implausible(fitted[name], data)}
+            if not found:
+                break
+            implausible |= found
+        self.implausible_ = sorted(implausible)
         self.weights_ = weights
-        self.estimators_ = {
-            name: fitted[name] if name in fitted else self._make(name, seed).fit(data)
-            for name in weights
-        }
+        self.estimators_ = {name: fitted[name] for name in weights}
         self.method_ = max(weights, key=weights.get)
         self.estimator_ = self.estimators_[self.method_]
         self.mean_ = sum(w * self.estimators_[k].mean_ for k, w in weights.items())
+
+    def _weigh(self, scores, residuals, owner, val, names):
+        """The weights of the candidates in ``scores`` (name -> weight)."""
+        if len(scores) > 1 and self.n_hidden_ and self.combine == "stack":
+            return stack_weights({k: residuals[k] for k in scores})
+        if len(scores) > 1:
+            return {self._choose(scores, residuals, owner, val): 1.0}
+        return {next(iter(scores)) if scores else names[0]: 1.0}
 
     @staticmethod
     def _choose(scores, residuals, owner, val):
@@ -257,8 +271,10 @@ class AutoImputer(BaseImputer):
         (:func:`~fdaimpute._fpca.folds.heldout_folds`): each of these is then
         fitted once, on all the data, and scored on its own refits'
         residuals (added to ``fitted``); only the kernel smoother, which has
-        no refits, is refitted per fold. Otherwise (one random draw) every
-        candidate is refitted on the visible points of ``n_folds`` folds.
+        no refits, is refitted per fold, keeping the tuning of its fit on all
+        the data (also added to ``fitted``). Otherwise (one random draw) every
+        candidate is refitted, tuning included, on the visible points of
+        ``n_folds`` folds.
 
         Returns
         -------
@@ -283,10 +299,11 @@ class AutoImputer(BaseImputer):
         residuals = {}
         if shared:
             for name in names:
-                if name == "kernel":
-                    continue
                 est = self._make(name, seed)
-                residuals[name] = _own_residuals(est, data, index)
+                if name == "kernel":
+                    residuals[name] = _tuned_refit_residuals(est, data, val, folds)
+                else:
+                    residuals[name] = _own_residuals(est, data, index)
                 if residuals[name] is not None and np.all(np.isfinite(residuals[name])):
                     fitted[name] = est
         for name in names:
@@ -441,6 +458,23 @@ def _implausible(est, data):
             est.time_range_,
             getattr(est, "value_range_", None),
         )
+
+
+def _tuned_refit_residuals(est, data, val, folds):
+    """The kernel smoother's fold residuals, its tuning chosen on all the data.
+
+    ``est`` is fitted on ``data``; each fold's refit keeps its bandwidth and
+    shrinkage, as PACE's, FACE's and mFPCA's own refits keep their tuning.
+    Infinite residuals (and ``est`` unfitted) when the fit fails.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit(data)
+    except (ValueError, np.linalg.LinAlgError):
+        return np.full(sum(f.size for f in folds), np.inf)
+    refit = clone(est).set_params(bandwidth=est.bandwidth_, shrinkage=est.shrinkage_)
+    return _refit_residuals(refit, data, val, folds)
 
 
 def _refit_residuals(est, data, val, folds):

@@ -341,7 +341,9 @@ def test_auto_imputer_scores_are_held_out_errors(name):
     seed = int(rng.randint(np.iinfo(np.int32).max))
     val, folds = heldout_folds(data.offsets, rng)
     if name == "kernel":
-        resid = auto_module._refit_residuals(fi.KernelImputer(), data, val, folds)
+        full = fi.KernelImputer().fit(data)
+        tuned = fi.KernelImputer(bandwidth=full.bandwidth_, shrinkage=full.shrinkage_)
+        resid = auto_module._refit_residuals(tuned, data, val, folds)
         assert auto.cv_scores_[name] == pytest.approx(np.mean(resid**2), rel=1e-12)
     # scores are of a fit's predictions of hidden points: above the in-sample
     # error of the same fit, above the noise (0.25) and below the variance
@@ -379,12 +381,36 @@ def test_auto_imputer_passes_over_an_implausible_fit(monkeypatch):
 
     monkeypatch.setattr(auto_module, "_implausible", pace_is_implausible)
     auto = fi.AutoImputer(random_state=0).fit(design)
-    assert sorted(flagged) == ["FACEImputer", "MFPCAImputer", "PACEImputer"]
+    assert sorted(flagged) == [
+        "FACEImputer",
+        "KernelImputer",
+        "MFPCAImputer",
+        "PACEImputer",
+    ]
     assert auto.implausible_ == ["pace"]
     assert "pace" not in auto.weights_
     chosen = fi.AutoImputer(combine="choose", random_state=0).fit(design)
     others = {k: v for k, v in chosen.cv_scores_.items() if k != "pace"}
     assert chosen.method_ == min(others, key=others.get)
+
+
+def test_auto_imputer_judges_a_subsample_choice_on_all_the_data(monkeypatch):
+    # With more than max_subjects subjects the weights come from refits on a
+    # subsample; the fit on all the data of a candidate given weight is
+    # judged before it is used, and one that draws an implausible curve
+    # gives way to the others.
+    from fdaimpute import auto as auto_module
+
+    design = _small_design(5, 60, 6)
+    params = dict(candidates=("pace", "kernel"), max_subjects=30, random_state=0)
+    assert "pace" in fi.AutoImputer(**params).fit(design).weights_
+    monkeypatch.setattr(
+        auto_module, "_implausible", lambda est, data: isinstance(est, fi.PACEImputer)
+    )
+    auto = fi.AutoImputer(**params).fit(design)
+    assert auto.implausible_ == ["pace"]
+    assert auto.weights_ == {"kernel": 1.0}
+    assert isinstance(auto.estimator_, fi.KernelImputer)
 
 
 def test_mfpca_stays_inside_the_data_where_visits_leave_gaps():
