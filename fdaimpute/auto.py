@@ -473,7 +473,10 @@ def _tuned_refit_residuals(est, data, val, folds):
             est.fit(data)
     except (ValueError, np.linalg.LinAlgError):
         return np.full(sum(f.size for f in folds), np.inf)
-    refit = clone(est).set_params(bandwidth=est.bandwidth_, shrinkage=est.shrinkage_)
+    # a fold may hide the first or last time: its refit takes its own grid
+    refit = clone(est).set_params(
+        grid=None, bandwidth=est.bandwidth_, shrinkage=est.shrinkage_
+    )
     return _refit_residuals(refit, data, val, folds)
 
 

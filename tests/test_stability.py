@@ -327,6 +327,22 @@ def test_auto_imputer_fits_each_candidate_once(monkeypatch):
         )
 
 
+def test_auto_imputer_scores_the_kernel_when_a_fold_hides_the_last_time():
+    # One subject alone is observed after time 10: the fold that hides that
+    # visit narrows the time range of the kernel smoother's refit, which then
+    # takes its own grid (on the imputer's grid it failed and scored inf).
+    design = _small_design(6, 40, 5)
+    times = np.split(design.times, design.offsets[1:-1])
+    values = np.split(design.values, design.offsets[1:-1])
+    data = fi.IrregularData.from_lists(
+        [*times, np.array([1.0, 3.0, 5.0, 7.0, 9.0, 12.0])],
+        [*values, np.array([5.0, 5.3, 5.5, 5.8, 6.0, 6.2])],
+    )
+    auto = fi.AutoImputer(candidates=("pace", "kernel"), random_state=0).fit(data)
+    assert np.isfinite(auto.cv_scores_["kernel"])
+    assert auto.cv_scores_["kernel"] < np.var(data.values)
+
+
 @pytest.mark.parametrize("name", ["pace", "face", "kernel"])
 def test_auto_imputer_scores_are_held_out_errors(name):
     # Each candidate's score is the mean squared error of points its model
