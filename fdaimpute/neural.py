@@ -74,12 +74,12 @@ class VTImputer(_NeuralImputer):
     --------
     >>> import fdaimpute as fi
     >>> from fdaimpute.neural import VTImputer
-    >>> sim = fi.simulate.sand_paper(n=100, n_obs="8-12", random_state=0)
+    >>> sim = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
     >>> vt = VTImputer(d_model=16, encoder_layers=1, dim_feedforward=32,
     ...                max_epochs=2, random_state=0)
     >>> curves = vt.fit(sim.train.data).transform(sim.test.data)
     >>> curves.shape
-    (5, 101)
+    (3, 101)
     """
 
     _param_constraints = VT_CONSTRAINTS
@@ -258,11 +258,11 @@ class SANDImputer(_NeuralImputer):
     --------
     >>> import fdaimpute as fi
     >>> from fdaimpute.neural import SANDImputer
-    >>> sim = fi.simulate.sand_paper(n=100, n_obs="8-12", random_state=0)
+    >>> sim = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
     >>> sand = SANDImputer(d_model=16, encoder_layers=1, dim_feedforward=32,
     ...                    sand_head_dim=8, max_epochs=2, random_state=0)
     >>> sand.fit(sim.train.data).derivative(sim.test.data).shape
-    (5, 101)
+    (3, 101)
     """
 
     _param_constraints = SAND_CONSTRAINTS

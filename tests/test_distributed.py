@@ -18,43 +18,56 @@ pytestmark = pytest.mark.skipif(
     reason="torch.distributed with gloo is not available",
 )
 
-# Every rank fits the same tiny network on the same data, saves its weights,
-# and rank 0 saves the model; with one process and no launcher it does the
-# same without a process group. The error model is cross-fitted (48 training
-# subjects) except with the PACE base, whose five more fits per rank would
-# double the launch's time: the launches without a base cover cross-fitting.
+# Every rank fits the same tiny networks on the same data, saves their weights,
+# and rank 0 saves the models; with one process and no launcher it does the
+# same without a process group. One launch fits several (class, base) jobs in
+# turn, each into its own folder: a launch costs seconds before any fit. The
+# error model is cross-fitted (48 training subjects) except with the PACE
+# base, whose five more fits per rank would double the job's time: the jobs
+# without a base cover cross-fitting.
 WORKER = textwrap.dedent(
     """
     import os, sys
     import numpy as np, torch
     import fdaimpute as fi
 
-    out, cls, base = sys.argv[1], sys.argv[2], sys.argv[3]
+    out, jobs = sys.argv[1], sys.argv[2:]
     sim = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0)
-    est = getattr(fi, cls)(
-        base=None if base == "none" else base,
-        d_model=8, n_heads=2, encoder_layers=1, decoder_layers=1,
-        dim_feedforward=16, encoding_dim=8, max_epochs=2, batch_size=16,
-        validation_fraction=0.2, random_state=0, device="cpu",
-        calibration_folds="auto" if base == "none" else None,
-    )
     launched = "WORLD_SIZE" in os.environ
     if launched:
         torch.distributed.init_process_group("gloo")
     rank = torch.distributed.get_rank() if launched else 0
-    est.fit(sim.train.data)
-    state = {k: v.detach().clone() for k, v in est.module_.state_dict().items()}
-    torch.save(state, f"{out}/weights{rank}.pt")
-    np.save(f"{out}/curves{rank}.npy", est.transform(sim.test.data))
-    if rank == 0:
-        est.save(f"{out}/model.fdai")
+    for job in jobs:
+        cls, base = job.split("-")
+        est = getattr(fi, cls)(
+            base=None if base == "none" else base,
+            d_model=8, n_heads=2, encoder_layers=1, decoder_layers=1,
+            dim_feedforward=16, encoding_dim=8, max_epochs=2, batch_size=16,
+            validation_fraction=0.2, random_state=0, device="cpu",
+            calibration_folds="auto" if base == "none" else None,
+        )
+        est.fit(sim.train.data)
+        folder = f"{out}/{job}"
+        os.makedirs(folder, exist_ok=True)
+        state = {k: v.detach().clone() for k, v in est.module_.state_dict().items()}
+        torch.save(state, f"{folder}/weights{rank}.pt")
+        np.save(f"{folder}/curves{rank}.npy", est.transform(sim.test.data))
+        if rank == 0:
+            est.save(f"{folder}/model.fdai")
     if launched:
         torch.distributed.destroy_process_group()
     """
 )
 
+# The jobs of each launch: processes (0: no launcher) -> (class, base) pairs.
+JOBS = {
+    2: [("VTImputer", "none"), ("SANDImputer", "none"), ("SANDImputer", "pace")],
+    1: [("SANDImputer", "none")],
+    0: [("SANDImputer", "none"), ("VTImputer", "none")],
+}
 
-def _run(tmp_path, cls, processes, base="none"):
+
+def _run(tmp_path, processes):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     if processes:
@@ -62,9 +75,10 @@ def _run(tmp_path, cls, processes, base="none"):
         launch += [f"--nproc_per_node={processes}"]
     else:
         launch = [sys.executable]
+    jobs = [f"{cls}-{base}" for cls, base in JOBS[processes]]
     env = {"OMP_NUM_THREADS": "1", **os.environ}
     done = subprocess.run(
-        [*launch, str(script), str(tmp_path), cls, base],
+        [*launch, str(script), str(tmp_path), *jobs],
         capture_output=True,
         text=True,
         timeout=240,
@@ -75,20 +89,20 @@ def _run(tmp_path, cls, processes, base="none"):
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
-    """``launched(cls, processes, base)``: the folder of that worker run.
+    """``launched(cls, processes, base)``: the folder of that worker job.
 
-    Each run is launched once per module; tests that compare the same run
-    (two processes of VTImputer) share it, and only read its files.
+    Each launch (one per number of processes, all its jobs) runs once per
+    module; tests only read its files.
     """
     runs = {}
 
     def run(cls, processes, base="none"):
-        key = (cls, processes, base)
-        if key not in runs:
-            path = tmp_path_factory.mktemp(f"{cls}-{processes}-{base}")
-            _run(path, cls, processes, base)
-            runs[key] = path
-        return runs[key]
+        assert (cls, base) in JOBS[processes]
+        if processes not in runs:
+            path = tmp_path_factory.mktemp(f"launch-{processes}")
+            _run(path, processes)
+            runs[processes] = path
+        return runs[processes] / f"{cls}-{base}"
 
     return run
 
@@ -176,8 +190,9 @@ def test_cli_fit_under_torchrun_reports_once_and_saves_a_model(tmp_path):
     model = tmp_path / "vt.fdai"
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     fit = ["-m", "fdaimpute", "fit", str(path), "--method", "vt", "--epochs", "2"]
-    # cross-fitting (covered by the worker launches) would take 60% of the time
-    fit += ["--param", "calibration_folds=null"]
+    # cross-fitting and the PACE base (both covered by the worker launches)
+    # would take most of the time
+    fit += ["--param", "calibration_folds=null", "--param", "base=null"]
     done = subprocess.run(
         [*launch, "--nproc_per_node=2", *fit, "--save", str(model)],
         capture_output=True,
