@@ -109,12 +109,17 @@ def pooled_mean_rmse(visible, hidden):
 
 def absurd_subjects(est, data):
     """Positions of subjects whose curve leaves the widened data range."""
-    lo, hi = float(data.values.min()), float(data.values.max())
-    half = 0.5 * (hi - lo)
     grid = np.linspace(*est.time_range_, 201)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         curves = np.asarray(est.transform(data, grid=grid))
+    return absurd_rows(curves, data)
+
+
+def absurd_rows(curves, data):
+    """Rows of ``curves`` that leave ``data``'s range widened by half of it."""
+    lo, hi = float(data.values.min()), float(data.values.max())
+    half = 0.5 * (hi - lo)
     bad = (curves < lo - half) | (curves > hi + half)
     return np.flatnonzero(bad.any(axis=1))
 

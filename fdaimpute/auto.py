@@ -421,6 +421,17 @@ def _subset(data, mask):
     return IrregularData(data.times[mask], data.values[mask], offsets, data.ids)
 
 
+def _fits(est, data):
+    """Fit ``est`` on ``data``, warnings silenced; False where the fit fails."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit(data)
+    except (ValueError, np.linalg.LinAlgError):
+        return False
+    return True
+
+
 def _own_residuals(est, data, index):
     """Residuals of a fit's own refits at ``index`` (None if unusable).
 
@@ -428,11 +439,7 @@ def _own_residuals(est, data, index):
     refits. None when the fit fails, the refits failed, or they hid other
     points than ``index`` (then the candidate is refitted on the folds).
     """
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            est.fit(data)
-    except (ValueError, np.linalg.LinAlgError):
+    if not _fits(est, data):
         return np.full(index.size, np.inf)
     cv = getattr(est, "cv_results_", None) or {}
     if "heldout_residuals" in cv:
@@ -467,11 +474,7 @@ def _tuned_refit_residuals(est, data, val, folds):
     shrinkage, as PACE's, FACE's and mFPCA's own refits keep their tuning.
     Infinite residuals (and ``est`` unfitted) when the fit fails.
     """
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            est.fit(data)
-    except (ValueError, np.linalg.LinAlgError):
+    if not _fits(est, data):
         return np.full(sum(f.size for f in folds), np.inf)
     # a fold may hide the first or last time: its refit takes its own grid
     refit = clone(est).set_params(
