@@ -119,6 +119,7 @@ PHASES = [
     "cross-validation",
     "noise",
     "bands",
+    "plausibility",
     "fit other",
     "transform",
     "write",
@@ -213,6 +214,7 @@ def phase_table(rows):
     for row in rows:
         entry = {"n_i": row["n_i"], **row["phases"], "wall": row["fdaimpute s"]}
         fit = ["bins", "mean", "covariance", "cross-validation", "noise", "bands"]
+        fit += ["plausibility"]
         entry["fit"] = sum(row["phases"][name] for name in fit + ["fit other"])
         table.append(entry)
     columns = ["n_i", *PHASES, "fit", "wall"]

@@ -11,7 +11,6 @@ from sklearn.utils import check_random_state
 
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import RANDOM_STATE, Interval, Options, validate_params
-from fdaimpute._core.plausible import has_implausible_curve
 from fdaimpute._fpca.folds import heldout_folds, ragged_subset
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
@@ -457,14 +456,7 @@ def _implausible(est, data):
     That is, the warning of ``transform``: a curve leaving the data's range
     widened by half of it inside the observed time range.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return has_implausible_curve(
-            lambda grid: est.transform(data, grid=grid),
-            data,
-            est.time_range_,
-            getattr(est, "value_range_", None),
-        )
+    return bool(est._excursion(data))
 
 
 def _tuned_refit_residuals(est, data, val, folds):

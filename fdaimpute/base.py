@@ -11,7 +11,11 @@ from fdaimpute._core.fitting import fit_from_scratch
 from fdaimpute._core.input import InputMixin
 from fdaimpute._core.output import OutputMixin
 from fdaimpute._core.params import Boolean
-from fdaimpute._core.plausible import warn_implausible, warn_implausible_variables
+from fdaimpute._core.plausible import (
+    excursion,
+    warn_implausible,
+    warn_implausible_variables,
+)
 from fdaimpute._core.query import QueryMixin, _is_ragged
 from fdaimpute._core.validation import check_extrapolate
 from fdaimpute._numerics.interpolate import interpolate_rows
@@ -191,6 +195,37 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             getattr(self, "value_range_", None),
             type(self).__name__,
         )
+
+    def _excursion(self, data):
+        """How far the worst curve of ``data``'s subjects leaves the range
+        ``transform`` warns outside of (a share of the training values'
+        range; 0.0 when none does). See :func:`excursion`."""
+        return excursion(
+            lambda grid: self._transform_grid(data, grid),
+            data,
+            self.time_range_,
+            getattr(self, "value_range_", None),
+        )
+
+    def _refit_while_implausible(self, data, refits):
+        """Try other tunings while some training subject's curve is implausible.
+
+        A method whose own choice of tuning gives a training subject a curve
+        far outside the data calls this with its next-best choices: each of
+        ``refits`` (callables without arguments) refits the estimator in
+        place. The first refit with no implausible curve is kept; if there
+        is none, the fit (the first one included) whose worst curve leaves
+        the range least is restored, and ``transform`` warns about it.
+        """
+        least, kept = self._excursion(data), self.__dict__.copy()
+        for refit in refits:
+            refit()
+            found = self._excursion(data)
+            if not found:
+                return
+            if found < least:
+                least, kept = found, self.__dict__.copy()
+        self.__dict__.update(kept)
 
     def _finish_variables(self, data, grid, curves, std=None):
         """``transform``'s last steps for curves of several variables.

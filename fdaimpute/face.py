@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from fdaimpute._core.docstrings import shared_docs
@@ -21,6 +23,9 @@ _LAMBDA = [Interval("real", 0, closed="neither"), Options("gcv")]
 _POSITIVE = Interval("real", 0, closed="neither")
 #: Below this many subjects ``lambda_cov="auto"`` cross-validates over subjects.
 AUTO_CV_SUBJECTS = 1000
+#: A chosen ``lambda_cov`` whose fit is implausible gives way to this
+#: many times it, its square and cube.
+_SMOOTHER_STEP = 10.0
 _OPTIONS = (
     "n_basis",
     "n_basis_mean",
@@ -80,7 +85,12 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
         share them its residuals; with a few hundred subjects it can pick a
         surface that follows single subjects (on 231 girls with 2-5 visits:
         a first eigenvalue of 169,000 for data of variance 30, and curves
-        far outside the data), which the subject folds do not.
+        far outside the data), which the subject folds do not. A chosen
+        value (by either rule) that still gives some training subject a
+        curve leaving the data's range widened by half of it (the warning
+        of ``transform``) gives way to 10, 100 or 1,000 times it, the first
+        that gives none (if none does, the one whose worst curve leaves the
+        range least).
     n_components : int or "fve", default="fve"
         Number of components ``K`` of the predictor, or the fewest whose
         fraction of variance explained reaches ``fve_threshold``.
@@ -244,14 +254,35 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
             options["lambda_cov"] = "cv" if small else "gcv"
         times, values = self._standardise(data)
         scaled = (times, values, data.offsets, (0.0, 1.0))
+        self._fit_model(data, scaled, options)
+        if isinstance(options["lambda_cov"], str) and self._excursion(data):
+            # a surface that takes some training subject's curve far outside
+            # the data gives way to smoother ones
+            smoother = dict(options, lambda_mean=self.lambda_mean_)
+            lambdas = self.lambda_cov_ * _SMOOTHER_STEP ** np.arange(1, 4)
+            self._refit_while_implausible(
+                data,
+                (
+                    partial(
+                        self._fit_model, data, scaled, dict(smoother, lambda_cov=lam)
+                    )
+                    for lam in lambdas
+                ),
+            )
+
+    def _fit_model(self, data, scaled, options):
+        """Fit the model and its bands; set the fitted attributes."""
         with one_blas_thread():
             result = fit_face(*scaled, options)
         model = result.model
+        times, values = scaled[:2]
         observation_noise = _measurement_noise(
             data.with_values(values, times), model.noise_variance
         )
         # the refits keep the chosen smoothing and K: they judge this fit's model
-        options.update(lambda_mean=result.lambda_mean, lambda_cov=result.lambda_cov)
+        options = dict(
+            options, lambda_mean=result.lambda_mean, lambda_cov=result.lambda_cov
+        )
         if model.n_components:
             options["n_components"] = model.n_components
         heldout = {}

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import Interval, Options
-from fdaimpute._core.plausible import has_implausible_curve, value_range
 from fdaimpute._core.validation import check_spread_over_time
 from fdaimpute._fpca.spline_bands import held_out_bands
 from fdaimpute._fpca.spline_predict import SplineModelPredictor
 from fdaimpute._fpca.splines import check_basis_sizes
-from fdaimpute._mfpca.fit import fit_mfpca, smaller_size
+from fdaimpute._mfpca.fit import fit_mfpca, other_sizes
 from fdaimpute._numerics.linalg import one_blas_thread
 from fdaimpute.base import BaseImputer
 
 __all__ = ["MFPCAImputer"]
+
+#: Other basis sizes and ranks tried when the chosen fit is implausible.
+_PLAUSIBLE_TRIES = 6
 
 _OPTIONS = (
     "n_basis",
@@ -61,10 +65,14 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         depend on ``M``, so the likelihoods are of the same centred data),
         or before a size with a direction the observation times barely see
         (its curves would swing where no one is observed). If the chosen
-        size still gives some training subject a curve outside the data's
-        range widened by half of it (the warning of ``transform``), the fit
-        falls back to the next smaller size (below 6, one B-spline fewer at
-        a time, down to ``degree + 1``) until none does.
+        size and rank still give some training subject a curve outside the
+        data's range widened by half of it (the warning of ``transform``),
+        the other sizes (the smaller ones, below 6 one B-spline fewer at a
+        time down to ``degree + 1``, and the larger ones the design sees)
+        and their ranks are tried in the order of the criterion, at most
+        six, and the first that gives none is kept (if none does, the one
+        whose worst curve leaves the range least; ``bic_`` then holds that
+        fit's rank alone).
     n_basis_mean : int, default=20
         B-splines of the mean (a P-spline chosen by GCV, as FACE's).
     degree : int, default=3
@@ -112,7 +120,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
     start_loglik_ : float
         Log-likelihood at the starting values (below ``loglik_``).
     bic_ : dict
-        BIC of every rank tried on the chosen basis (of the standardised
+        BIC of every rank tried on the kept basis (of the standardised
         values: differences between ranks are those of the data's units).
     cv_ : dict
         Approximate leave-one-curve-out score (on the scale of minus the
@@ -226,26 +234,43 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         options = {name: getattr(self, name) for name in _OPTIONS}
         times, values = self._standardise(data)
         result = self._fit_model(data, times, values, options)
-        # a basis whose fit swings far outside the data for some training
-        # subject (late in the range, where few are observed) gives way to
-        # the next smaller one, while there is one
-        while self.n_basis == "auto" and self._implausible_fit(data):
-            smaller = smaller_size(self.n_basis_, self.degree)
-            if smaller is None:
-                break
-            options["max_basis"] = smaller
-            result = self._fit_model(data, times, values, options)
-        spread = self._scale[3]
-        # the density of the values in the data's units
-        shift = data.values.size * np.log(spread)
-        self.loglik_ = result.loglik - shift
-        self.start_loglik_ = result.start_loglik - shift
-        if self.n_components == "cv":
-            self.cv_ = {k: cv for k, (cv, _) in result.criteria.items()}
-        elif hasattr(self, "cv_"):
-            del self.cv_
-        self.bic_ = {k: bic for k, (_, bic) in result.criteria.items()}
-        self.n_iter_, self.converged_ = result.n_iter, result.converged
+        if self.n_basis == "auto" and self._excursion(data):
+            self._fall_back_to_plausible(data, times, values, options, result)
+
+    def _fall_back_to_plausible(self, data, times, values, options, best):
+        """Refit at the next-best basis sizes and ranks while some training
+        subject's curve leaves the data's widened range.
+
+        A basis whose fit swings far outside the data for some training
+        subject (late in the range, where few are observed) gives way to the
+        other sizes and ranks in the order of their criterion, at most
+        ``_PLAUSIBLE_TRIES`` of them (see
+        :meth:`~fdaimpute.base.BaseImputer._refit_while_implausible`).
+        """
+        chosen = (self.n_basis_, self.n_components_)
+        column = 0 if self.n_components == "cv" else 1
+        table = {(chosen[0], k): c[column] for k, c in best.criteria.items()}
+        for size in other_sizes(chosen[0], self.degree, times):
+            with one_blas_thread():
+                fit = fit_mfpca(
+                    times, values, data.offsets, (0.0, 1.0), dict(options, n_basis=size)
+                )
+            table.update({(size, k): c[column] for k, c in fit.criteria.items()})
+        table.pop(chosen, None)
+        pairs = sorted(table, key=table.get)[:_PLAUSIBLE_TRIES]
+        self._refit_while_implausible(
+            data,
+            (
+                partial(
+                    self._fit_model,
+                    data,
+                    times,
+                    values,
+                    dict(options, n_basis=size, n_components=k),
+                )
+                for size, k in pairs
+            ),
+        )
 
     def _fit_model(self, data, times, values, options):
         """Fit the model and its bands; set the model's attributes."""
@@ -274,14 +299,15 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         model.noise_variance = noise
         self.predictor_noise_variance_ = model.noise_variance * spread**2
         self._set_model_attributes(model, self.grid_)
+        # the density of the values in the data's units
+        shift = data.values.size * np.log(spread)
+        self.loglik_ = result.loglik - shift
+        self.start_loglik_ = result.start_loglik - shift
+        if self.n_components == "cv":
+            self.cv_ = {k: cv for k, (cv, _) in result.criteria.items()}
+        elif hasattr(self, "cv_"):
+            del self.cv_
+        self.bic_ = {k: bic for k, (_, bic) in result.criteria.items()}
+        self.n_iter_, self.converged_ = result.n_iter, result.converged
         self.n_basis_ = model.cov_knots.size - model.degree - 1
         return result
-
-    def _implausible_fit(self, data):
-        """Whether some training subject's curve leaves the widened data range."""
-        return has_implausible_curve(
-            lambda grid: self._transform_grid(data, grid),
-            data,
-            self.time_range_,
-            value_range(data.values),
-        )

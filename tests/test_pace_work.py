@@ -90,6 +90,7 @@ def test_timings_name_the_phases_and_add_up():
     pace = fi.PACEImputer(random_state=0).fit(sim.train.data)
     seconds = pace.timings_
     phases = {"bins", "mean", "covariance", "cross-validation", "noise", "bands"}
+    phases |= {"plausibility"}
     assert phases <= set(seconds)
     assert all(value >= 0 for value in seconds.values())
     # each second counts for one phase only: never more than the whole fit

@@ -38,6 +38,12 @@ def _pbcseq():
     return fi.IrregularData.from_long(frame, id="id", time="years", value="log_bili")
 
 
+def _subsample(data, n):
+    """The stability benchmark's ``n`` subjects of ``data`` (its seed is ``n``)."""
+    rng = np.random.default_rng(n)
+    return data.take(np.sort(rng.choice(len(data), n, replace=False)))
+
+
 def _held_out_rmse(est, visible, hidden, rows):
     times = np.split(hidden.times, hidden.offsets[1:-1])
     pred = np.concatenate(est.predict_at(visible.take(rows), times))
@@ -437,9 +443,7 @@ def test_mfpca_stays_inside_the_data_where_visits_leave_gaps():
     # now stops before such a size.
     from fdaimpute import auto as auto_module
 
-    data = _blackmore()
-    rng = np.random.default_rng(90)
-    small = data.take(np.sort(rng.choice(len(data), 90, replace=False)))
+    small = _subsample(_blackmore(), 90)
     visible, _, _ = split_held_out(small, 0.2, min_keep=2, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -448,11 +452,11 @@ def test_mfpca_stays_inside_the_data_where_visits_leave_gaps():
     assert not auto_module._implausible(mfpca, visible)
 
 
-def test_mfpca_falls_back_to_a_smaller_basis_when_a_curve_is_absurd():
+def test_mfpca_falls_back_to_another_basis_when_a_curve_is_absurd():
     # Blackmore's girls, the stability benchmark's split 1: 6 B-splines (the
     # smallest size the basis search tries) give girls seen at 8, 10 and 15
-    # curves down to -34 hours a week; the default fit steps down to fewer
-    # functions until every training curve stays inside the widened range.
+    # curves down to -34 hours a week; the default fit tries other sizes and
+    # ranks, by BIC, until every training curve stays inside the widened range.
     from fdaimpute import auto as auto_module
 
     visible, _, _ = split_held_out(_blackmore(), 0.2, min_keep=2, random_state=1)
@@ -461,5 +465,91 @@ def test_mfpca_falls_back_to_a_smaller_basis_when_a_curve_is_absurd():
         six = fi.MFPCAImputer(n_basis=6).fit(visible)
         default = fi.MFPCAImputer().fit(visible)
     assert auto_module._implausible(six, visible)
-    assert default.n_basis_ < 6
+    assert default.n_basis_ != 6
     assert not auto_module._implausible(default, visible)
+
+
+def test_mfpca_may_fall_back_to_a_larger_basis_or_another_rank():
+    # pbcseq's 90 (split 4): BIC's sizes below 6 with their BIC ranks all
+    # take patients with rising bilirubin far above the data late in the
+    # range (the fall-back of before stopped at 4 B-splines with six such
+    # curves); among the sizes and ranks in the order of BIC, 5 B-splines
+    # with rank 3 keep every curve inside.
+    small = _subsample(_pbcseq(), 90)
+    visible, _, _ = split_held_out(small, 0.2, min_keep=2, random_state=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        four = fi.MFPCAImputer(n_basis=4).fit(visible)
+        default = fi.MFPCAImputer().fit(visible)
+    assert four._excursion(visible) > 0
+    assert default._excursion(visible) == 0
+    assert (default.n_basis_, default.n_components_) != (4, four.n_components_)
+
+
+class _Tuned(fi.KernelImputer):
+    """A kernel smoother whose training curves leave the range by a set share."""
+
+    def _excursion(self, data):
+        return self.share_
+
+
+def test_refits_stop_at_the_first_plausible_fit_or_keep_the_least_absurd():
+    data = fi.IrregularData.from_lists([[0.0, 1.0]], [[0.0, 1.0]])
+    calls = []
+
+    def refit(est, share):
+        calls.append(share)
+        est.share_ = share
+
+    est = _Tuned()
+    est.share_ = 0.3
+    est._refit_while_implausible(
+        data, (lambda s=s: refit(est, s) for s in (0.5, 0.0, 0.2))
+    )
+    assert est.share_ == 0.0 and calls == [0.5, 0.0]  # the third never runs
+    est.share_ = 0.3
+    est._refit_while_implausible(
+        data, (lambda s=s: refit(est, s) for s in (0.5, 0.1, 0.2))
+    )
+    assert est.share_ == 0.1  # none plausible: the least absurd is restored
+    est.share_ = 0.3
+    est._refit_while_implausible(data, (lambda s=s: refit(est, s) for s in (0.5,)))
+    assert est.share_ == 0.3  # the first fit was the least absurd
+
+
+def test_pace_gives_way_to_the_next_best_bandwidths_when_a_curve_is_absurd():
+    # 90 of pbcseq's patients (the stability benchmark's pbcseq-90, fitted on
+    # all their visits): the covariance bandwidths with the least held-out
+    # error, 14.1 years along the diagonal and 0.34 across, took a patient
+    # whose log bilirubin rose from 0.3 to 2.9 in three years to 8.1 at eight
+    # years (the data end at 3.7). The next pairs by held-out error are tried
+    # until no training curve leaves the widened range.
+    small = _subsample(_pbcseq(), 90)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pace = fi.PACEImputer(random_state=0).fit(small)
+    cv = pace.cv_results_
+    passed = cv["implausible_bandwidths"]
+    assert not pace._excursion(small)
+    assert tuple(pace.bandwidth_cov_) not in passed
+    best = fi.PACEImputer(bandwidth_cov=passed[0], random_state=0).fit(small)
+    assert best._excursion(small)
+    # what was passed over scored better than what was kept
+    score = dict(zip(map(tuple, cv["bandwidths"]), cv["scores"]))
+    kept = score[tuple(pace.bandwidth_cov_)]
+    assert all(score[pair] <= kept for pair in passed[1:])
+
+
+def test_face_gives_way_to_a_smoother_surface_when_a_curve_is_absurd():
+    # 50 UK households with 8-12 readings, the stability benchmark's split 3:
+    # the lambda_cov chosen by subject folds took a household whose readings
+    # fell from 3.1 to 0.1 to -1.9 (readings: 0 to 3.6); ten times that
+    # smoothing keeps every training curve inside the widened range.
+    small = _subsample(fi.datasets.load_uk_electricity("sparse").data, 50)
+    visible, _, _ = split_held_out(small, 0.2, min_keep=2, random_state=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        face = fi.FACEImputer().fit(visible)
+        chosen = fi.FACEImputer(lambda_cov=face.lambda_cov_ / 10).fit(visible)
+    assert not face._excursion(visible)
+    assert chosen._excursion(visible)

@@ -154,8 +154,8 @@ def implausible_rows(curves, data, grid, time_range, values_range):
     return np.zeros(0, dtype=int) if found is None else found[0]
 
 
-def has_implausible_curve(curves_on, data, time_range, values_range, n_grid=101):
-    """Whether some subject's curve would draw :func:`warn_implausible`'s warning.
+def excursion(curves_on, data, time_range, values_range, n_grid=101):
+    """How far the worst curve leaves the range :func:`warn_implausible` allows.
 
     Parameters
     ----------
@@ -168,10 +168,24 @@ def has_implausible_curve(curves_on, data, time_range, values_range, n_grid=101)
         As for :func:`warn_implausible`.
     n_grid : int, default=101
         Points of the grid spanning ``time_range`` the curves are judged on.
+
+    Returns
+    -------
+    float
+        The largest distance of a curve beyond its subject's widened range,
+        as a share of the training values' range: 0.0 when every curve would
+        pass without a warning (or there is no range to judge by).
     """
     grid = np.linspace(*time_range, n_grid)
-    rows = implausible_rows(curves_on(grid), data, grid, time_range, values_range)
-    return rows.size > 0
+    found = _outside(
+        curves_on(grid), data.values, data.offsets, grid, time_range, values_range
+    )
+    if found is None:
+        return 0.0
+    rows, _, part, low, high, _ = found
+    part = part[rows]
+    beyond = np.maximum(low[rows, None] - part, part - high[rows, None]).max()
+    return float(beyond / max(values_range[1] - values_range[0], np.finfo(float).tiny))
 
 
 def _outside(curves, values, offsets, grid, time_range, values_range):

@@ -150,6 +150,24 @@ def smaller_size(size, degree):
     return size - 1 if size - 1 >= degree + 1 else None
 
 
+def other_sizes(size, degree, times):
+    """The basis sizes beside ``size`` that a fall-back from it may try.
+
+    The smaller ones :func:`smaller_size` steps through, then the larger
+    sizes of ``n_basis="auto"``'s list up to the first whose basis the
+    observation ``times`` (on ``[0, 1]``) barely see.
+    """
+    out, smaller = [], smaller_size(size, degree)
+    while smaller is not None:
+        out.append(smaller)
+        smaller = smaller_size(smaller, degree)
+    for larger in (s for s in _AUTO_SIZES if s > size):
+        if barely_seen(OrthonormalBasis.build(0.0, 1.0, larger, degree), times):
+            break
+        out.append(larger)
+    return out
+
+
 def barely_seen(basis, times):
     """Whether the design sees some direction of ``basis`` only barely.
 
@@ -179,8 +197,7 @@ def fit_mfpca(times, values, offsets, time_range, options):
     time_range : tuple of float
     options : dict
         ``n_basis``, ``n_basis_mean``, ``degree``, ``n_components`` (int,
-        ``"cv"`` or ``"bic"``), ``max_components``, ``max_iter``, ``tol``;
-        optionally ``max_basis``, the largest size ``n_basis="auto"`` tries.
+        ``"cv"`` or ``"bic"``), ``max_components``, ``max_iter``, ``tol``.
 
     Returns
     -------
@@ -191,11 +208,7 @@ def fit_mfpca(times, values, offsets, time_range, options):
     mean_knots = equal_knots(lo, hi, options["n_basis_mean"], degree)
     mean, mean_obs = fit_mean(times, values, mean_knots, degree, 2, "gcv")
     resid = values - mean_obs
-    if options["n_basis"] == "auto":
-        cap = options.get("max_basis") or _AUTO_SIZES[-1]
-        sizes = tuple(s for s in _AUTO_SIZES if s <= cap) or (cap,)
-    else:
-        sizes = (options["n_basis"],)
+    sizes = _AUTO_SIZES if options["n_basis"] == "auto" else (options["n_basis"],)
     best = None
     for size in sizes:
         basis = OrthonormalBasis.build(lo, hi, size, degree)
