@@ -170,7 +170,11 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
     points' noise is ``noise_variance_``, so the variance the surface leaves
     on its diagonal goes to the curve's band (the posterior SD alone where
     the data cannot be refitted without the hidden points, e.g. two points
-    per subject). A band for a new observation adds ``noise_variance_``.
+    per subject). Where the hidden points show the predictive variance
+    changing over the time range, both the curve's variance and the noise
+    variance follow a factor linear between the start, middle and end of
+    the range, as PACE's (:meth:`noise_variance_at`). A band for a new
+    observation at ``t`` adds ``noise_variance_at(t)``.
 
     *Limits.* A tensor-product spline surface cannot follow a kink along the
     diagonal (rough processes such as the SAND paper's); the variance it
@@ -287,7 +291,7 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
             options["n_components"] = model.n_components
         heldout = {}
         with one_blas_thread():
-            model.band_weight, model.band_misfit, noise = held_out_bands(
+            model.band_weight, model.band_misfit, noise, profile = held_out_bands(
                 *scaled,
                 options,
                 fit_face,
@@ -297,7 +301,7 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
                 heldout=heldout,
             )
         self._keep_heldout(heldout)
-        model.noise_variance = noise
+        model.noise_variance, model.band_profile = noise, profile
         self._model = model
         self._set_model_attributes(model, self.grid_)
         spread = self._scale[3]

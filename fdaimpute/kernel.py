@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._core.docstrings import shared_docs
+from fdaimpute._core.noise_at import NoiseAtMixin
 from fdaimpute._core.params import Interval, Options
 from fdaimpute._core.validation import check_spread_over_time
 from fdaimpute._numerics.local_linear import (
@@ -35,7 +35,7 @@ _MISFIT_KNOTS = 3
 
 
 @shared_docs()
-class KernelImputer(SeveralVariablesMixin, BaseImputer):
+class KernelImputer(NoiseAtMixin, SeveralVariablesMixin, BaseImputer):
     """Per-subject local-linear smoothing, shrunk toward the pooled mean curve.
 
     At each output time ``s`` subject ``i``'s curve is the intercept ``a`` of
@@ -239,29 +239,13 @@ class KernelImputer(SeveralVariablesMixin, BaseImputer):
             noise,
         )
 
-    def noise_variance_at(self, times):
-        """The measurement-noise variance of a new observation at ``times``.
-
-        A prediction interval for a new observation at ``t`` has standard
-        deviation ``sqrt(sd(t)^2 + noise_variance_at(t))``, ``sd`` from
-        ``transform(X, return_std=True)``.
-
-        Parameters
-        ----------
-        times : array-like
-            Times (any shape).
-
-        Returns
-        -------
-        ndarray of the shape of ``times``
-        """
-        check_is_fitted(self, "noise_variance_")
+    def _noise_at(self, times):
         if self._several():
             raise TypeError(
                 "KernelImputer fitted on several variables: use each variable's "
                 "imputer in variable_imputers_"
             )
-        return self._bands.noise_at(np.asarray(times, dtype=np.float64))
+        return self._bands.noise_at(times)
 
     def _fit_variables(self, data):
         """Each variable's own smoother, fitted on that variable alone."""

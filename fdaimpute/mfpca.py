@@ -157,8 +157,8 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
     fit on a few hundred sparse subjects can put noise into the covariance,
     and curves then swing between visits) and weigh what the bands add to
     the posterior variance: the left-out components' share and the model's
-    own error, as for FACE. A band for a new observation adds
-    ``noise_variance_``.
+    own error, and their time profile, as for FACE. A band for a new
+    observation at ``t`` adds ``noise_variance_at(t)``.
 
     The approximate leave-one-curve-out score is a first-order expansion:
     leaving curve ``i`` out moves the fit by about ``I^-1 g_i``. With few
@@ -281,7 +281,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         refit["n_components"] = model.n_components
         heldout = {}
         with one_blas_thread():
-            model.band_weight, model.band_misfit, noise = held_out_bands(
+            model.band_weight, model.band_misfit, noise, profile = held_out_bands(
                 times,
                 values,
                 data.offsets,
@@ -296,7 +296,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         self._keep_heldout(heldout)
         spread = self._scale[3]
         self.noise_variance_ = model.noise_variance * spread**2
-        model.noise_variance = noise
+        model.noise_variance, model.band_profile = noise, profile
         self.predictor_noise_variance_ = model.noise_variance * spread**2
         self._set_model_attributes(model, self.grid_)
         # the density of the values in the data's units

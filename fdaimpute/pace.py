@@ -7,7 +7,6 @@ from time import perf_counter
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import (
@@ -657,31 +656,11 @@ default="cv"
                 self.__dict__, params
             )
 
-    def noise_variance_at(self, times):
-        """The measurement-noise variance of a new observation at ``times``.
-
-        ``noise_variance_`` times the bands' time profile (1 everywhere
-        unless the held-out points showed the predictive variance changing
-        over the time range; see Notes). A prediction interval for a new
-        observation at ``t`` has standard deviation
-        ``sqrt(sd(t)^2 + noise_variance_at(t))``, ``sd`` from
-        ``transform(X, return_std=True)``.
-
-        Parameters
-        ----------
-        times : array-like
-            Times (any shape).
-
-        Returns
-        -------
-        ndarray of the shape of ``times``
-        """
-        check_is_fitted(self, "noise_variance_")
-        times = np.asarray(times, dtype=np.float64)
-        return self.noise_variance_ * self._model.band_factor(times)
-
     # ------------------------------------------------------------------ #
     # the fitted model's pieces, for ConditionalScorePredictor
+    def _band_factor(self, times):
+        return self._model.band_factor(times)
+
     def _block_scores(self, part):
         return self._numerics.scores(self._model, part.times, part.values, part.offsets)
 

@@ -1,5 +1,7 @@
 """FACEImputer: the fast pair statistics, the GCV path, known covariances, the API."""
 
+import warnings
+
 import _configs
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from fdaimpute._fpca.spline_bands import held_out_bands
 from fdaimpute._fpca.splines import design, difference_penalty, equal_knots
 from fdaimpute.face import _OPTIONS as FACE_OPTIONS
 from fdaimpute.face import FACEImputer
+from fdaimpute.metrics import split_held_out
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +163,7 @@ def test_std_is_the_gaussian_conditional_sd_under_the_fitted_model(low_rank):
     face = FACEImputer(grid=sim.grid, n_basis=12, n_components=50)
     with pytest.warns(UserWarning, match="n_components=50"):
         face.fit(sim.train.data)
+    face._model.band_profile = None  # the held-out points' time profile aside
     subject = sim.test.data[:1]
     t = subject.times
     # the fitted model in the data's units (all its components are used)
@@ -344,7 +348,35 @@ def test_a_collapsed_noise_variance_is_lifted_on_the_held_out_points():
     options.update(lambda_mean="gcv", lambda_cov="gcv")
     collapsed = 1e-6
     args = (data.times, data.values, data.offsets, data.time_range, options, fit_face)
-    *_, noise = held_out_bands(*args, tune_noise=True, noise_variance=collapsed)
+    _, _, noise, _ = held_out_bands(*args, tune_noise=True, noise_variance=collapsed)
     assert 0.05 <= noise <= 0.5  # the truth is 0.25; 32 x collapsed is 3e-5
-    *_, untuned = held_out_bands(*args, tune_noise=False, noise_variance=collapsed)
+    _, _, untuned, _ = held_out_bands(*args, tune_noise=False, noise_variance=collapsed)
     assert untuned == collapsed
+
+
+@pytest.mark.parametrize("imputer", [fi.FACEImputer, fi.MFPCAImputer])
+def test_bands_follow_noise_that_grows_over_time(imputer):
+    # Measurement noise with SD from 0.1 at the start to 1.3 at the end: one
+    # noise variance for all times covered 0.91 (FACE) and 0.875 (mFPCA) of the
+    # hidden points of the last third. The held-out refits' time profile
+    # widens the late bands (and narrows the early ones).
+    sim = fi.simulate.sand_paper(n=300, n_obs="4-6", n_harmonics=3, random_state=0)
+    data = sim.train.data
+    lo, hi = data.time_range
+    share = (data.times - lo) / (hi - lo)
+    rng = np.random.default_rng(0)
+    noisy = data.with_values(data.values + rng.normal(0, 0.1 + 1.2 * share), data.times)
+    visible, hidden, rows = split_held_out(noisy, 0.2, min_keep=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imp = imputer().fit(visible)
+    start, end = imp.noise_variance_at(np.array([lo, hi]))
+    assert end > 1.3 * start
+    grid = np.unique(hidden.times)
+    curves, sd = imp.transform(visible[rows], grid=grid, return_std=True)
+    subject = np.repeat(np.arange(len(hidden)), hidden.n_obs)
+    column = np.searchsorted(grid, hidden.times)
+    scale = np.sqrt(sd[subject, column] ** 2 + imp.noise_variance_at(hidden.times))
+    inside = np.abs(hidden.values - curves[subject, column]) <= 1.959964 * scale
+    late = hidden.times >= lo + 2 * (hi - lo) / 3
+    assert np.mean(inside[late]) >= 0.92

@@ -239,9 +239,10 @@ def test_std_is_the_gaussian_conditional_sd_under_the_fitted_model(rank_two):
     curves, std = model.transform(subject, return_std=True)
     np.testing.assert_allclose(curves[0], mean, atol=1e-8)
     # plus the model's own error weighed on held-out refits (no component is
-    # left out of a reduced-rank fit)
+    # left out of a reduced-rank fit), times the held-out time profile
     misfit = model._model.band_misfit * model._scale[3] ** 2
-    np.testing.assert_allclose(std[0] ** 2, var + misfit, atol=1e-8)
+    factor = model._band_factor(sim.grid)
+    np.testing.assert_allclose(std[0] ** 2, (var + misfit) * factor, atol=1e-8)
 
 
 def test_derivative_and_predict_at(rank_two):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from fdaimpute._core.noise_at import NoiseAtMixin
 from fdaimpute._numerics.linalg import one_blas_thread
 
 _CHUNK = 20_000  # subjects per block in transform (bounds memory)
@@ -28,7 +29,7 @@ def blocks(data, size):
     ]
 
 
-class ConditionalScorePredictor:
+class ConditionalScorePredictor(NoiseAtMixin):
     """The imputation hooks of a fitted FPCA model, and its ``scores``.
 
     A subclass sets ``n_components_`` and ``eigenfunctions_`` in ``fit`` and
@@ -40,8 +41,12 @@ class ConditionalScorePredictor:
     - ``_curves(scores, grid)`` and ``_slopes(scores, grid)``: curves and
       their derivatives on ``grid``;
     - ``_mean_and_basis(times)``: the mean and the eigenfunctions at
-      ``times``.
+      ``times``;
+    - ``_band_factor(times)``: the time profile of the bands' variance.
     """
+
+    def _noise_at(self, times):
+        return self.noise_variance_ * self._band_factor(times)
 
     def _posterior(self, data):
         with one_blas_thread():

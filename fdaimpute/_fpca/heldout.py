@@ -332,3 +332,23 @@ def band_profile(times, resid, variance, time_range):
     )
     log_factor *= counts / (counts + PROFILE_SHRINK)
     return knots, np.clip(np.exp(log_factor), *PROFILE_BOUNDS)
+
+
+def profile_factor(profile, times):
+    """The factor of :func:`band_profile` at ``times`` (1 for a None profile).
+
+    Parameters
+    ----------
+    profile : tuple of ndarray or None
+        ``(knots, factor)`` of :func:`band_profile`.
+    times : array-like
+        Times, in the units of the knots (any shape).
+
+    Returns
+    -------
+    ndarray of the shape of ``times``
+    """
+    if profile is None:
+        return np.ones(np.shape(times))
+    knots, factor = profile
+    return np.interp(times, knots, factor)

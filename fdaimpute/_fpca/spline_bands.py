@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from fdaimpute._fpca.folds import heldout_folds, ragged_subset
-from fdaimpute._fpca.heldout import band_terms, fit_band_weights
+from fdaimpute._fpca.heldout import band_profile, band_terms, fit_band_weights
 
 # Validation subjects: enough for two parameters, few enough to stay cheap.
 MAX_SUBJECTS = 3000
@@ -49,7 +49,7 @@ def held_out_bands(
     noise_variance=None,
     heldout=None,
 ):
-    """``(w, tau^2, noise)`` from refits with held-out points hidden.
+    """``(w, tau^2, noise, profile)`` from refits with held-out points hidden.
 
     The hidden points are one draw (a fifth of each validation subject's
     points) on large data, or every point once over five folds on small
@@ -97,20 +97,23 @@ def held_out_bands(
     noise : float or None
         The predictor's noise variance: ``noise_variance`` unless
         ``tune_noise`` chose a larger one (None without ``noise_variance``).
+    profile : tuple of ndarray or None
+        The time profile of the bands' variance from the hidden points
+        (:func:`fdaimpute._fpca.heldout.band_profile`; None without refits).
     """
     if tune_noise and noise_variance is None:
         raise ValueError("tune_noise needs the fit's noise_variance")
     rng = np.random.default_rng(seed)
     val, folds = heldout_folds(offsets, rng, MAX_SUBJECTS)
     if val.size == 0:
-        return 1.0, 0.0, noise_variance
+        return 1.0, 0.0, noise_variance, None
     parts = []
     for hidden in folds:
         part = _fold(times, values, offsets, time_range, options, fit, val, hidden)
         if part is None:
             # too few points left to refit (e.g. every subject has two): the
             # bands are the posterior SD alone
-            return 1.0, 0.0, noise_variance
+            return 1.0, 0.0, noise_variance, None
         parts.append(part)
     if noise_variance is not None:
         parts = [
@@ -147,7 +150,11 @@ def held_out_bands(
     )
     has_rest = any(lam.size > k for _, _, lam, _, k in parts)
     weight, misfit = fit_band_weights(*joined, noise, has_rest)
-    return weight, misfit, noise_variance if chosen is None else float(chosen)
+    resid, kept, left_out = joined
+    hidden_times = times[np.concatenate(folds)]
+    variance = kept + weight * left_out + misfit + noise
+    profile = band_profile(hidden_times, resid, variance, time_range)
+    return weight, misfit, noise_variance if chosen is None else float(chosen), profile
 
 
 def _candidate_noises(noise_variance, total):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fdaimpute._fpca.heldout import profile_factor
 from fdaimpute._fpca.scores import posterior_scores, truncated_error_variance
 from fdaimpute._fpca.splines import evaluate
 
@@ -40,6 +41,10 @@ class FACEModel:
         Share ``w`` of the left-out components' variance and the model's
         error variance ``tau^2`` that the error variance carries (see
         :mod:`fdaimpute._fpca.spline_bands`).
+    band_profile : tuple of ndarray or None
+        ``(knots, factor)``: the factor of the bands' variance (curve error
+        and measurement noise alike) over the model's time (see
+        :func:`fdaimpute._fpca.heldout.band_profile`; None: 1 everywhere).
     """
 
     degree: int
@@ -53,6 +58,11 @@ class FACEModel:
     noise_variance: float
     band_weight: float = 1.0
     band_misfit: float = 0.0
+    band_profile: tuple | None = None
+
+    def band_factor(self, t):
+        """The factor of the bands' variance at ``t`` (1 without a profile)."""
+        return profile_factor(self.band_profile, t)
 
     def mean_at(self, t, derivative=0):
         """The mean (or its derivative) at ``t``; linear beyond the range."""
@@ -105,7 +115,8 @@ class FACEModel:
 
         The variance counts the predictor's score uncertainty, the share
         ``band_weight`` of the positive components it leaves out (their
-        scores predicted as 0) and the model's error ``band_misfit``.
+        scores predicted as 0) and the model's error ``band_misfit``, all
+        times the time profile ``band_profile``.
         """
         n = offsets.size - 1
         k = self.n_components
@@ -113,7 +124,8 @@ class FACEModel:
         rest_grid = self.eigenfunctions_at(grid, components=slice(k, None))
         if k == 0:
             left_out = self.band_weight * (rest_grid**2) @ rest_lam
-            return np.zeros((n, 0)), np.tile(left_out + self.band_misfit, (n, 1))
+            var = (left_out + self.band_misfit) * self.band_factor(grid)
+            return np.zeros((n, 0)), np.tile(var, (n, 1))
         resid, basis, rest_basis, index = self._observed(times, values, True)
         scores, cov, cross = posterior_scores(
             resid,
@@ -130,7 +142,7 @@ class FACEModel:
         if self.band_weight != 1.0:
             kept = np.einsum("gk,nkl,gl->ng", phi, cov, phi)
             var = kept + self.band_weight * (var - kept)
-        return scores, var + self.band_misfit
+        return scores, (var + self.band_misfit) * self.band_factor(grid)
 
     def curves(self, scores, t, derivative=0):
         """``mu + Phi xi`` (or its derivative) at ``t`` for each row of ``scores``."""

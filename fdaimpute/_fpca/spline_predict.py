@@ -61,6 +61,9 @@ class SplineModelPredictor(ConditionalScorePredictor):
         _, span, _, spread = self._scale
         return spread * math.sqrt(span)
 
+    def _band_factor(self, times):
+        return self._model.band_factor(self._model_times(times))
+
     def _block_scores(self, part):
         _, _, centre, spread = self._scale
         values = (part.values - centre) / spread

@@ -33,6 +33,7 @@ from fdaimpute._fpca.eigen import (
     weighted_eigenpairs,
 )
 from fdaimpute._fpca.folds import heldout_folds
+from fdaimpute._fpca.heldout import profile_factor
 from fdaimpute._fpca.scores import cumulative_predictions, truncated_error_variance
 from fdaimpute._numerics.interpolate import spline_columns
 from fdaimpute._pace.binning import CovMoments
@@ -244,11 +245,7 @@ class MultivariatePACEModel:
 
     def band_factor(self, j, times):
         """Variable ``j``'s factor of the bands' variance at ``times``."""
-        profile = self.band_profiles[j]
-        if profile is None:
-            return np.ones(np.shape(times))
-        knots, factor = profile
-        return np.interp(times, knots, factor)
+        return profile_factor(self.band_profiles[j], times)
 
     # ------------------------------------------------------------------ #
     # evaluation

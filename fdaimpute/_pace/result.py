@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fdaimpute._fpca.heldout import profile_factor
 from fdaimpute._numerics.local_linear import local_linear_binned
 from fdaimpute._pace.binning import Bins, CovMoments
 
@@ -164,11 +165,7 @@ class PACEModel:
 
     def band_factor(self, times):
         """The factor of the bands' variance at ``times`` (1 without a profile)."""
-        profile = getattr(self, "band_profile", None)
-        if profile is None:
-            return np.ones(np.shape(times))
-        knots, factor = profile
-        return np.interp(times, knots, factor)
+        return profile_factor(getattr(self, "band_profile", None), times)
 
     @property
     def n_components(self):
