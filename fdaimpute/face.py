@@ -7,6 +7,7 @@ from functools import partial
 import numpy as np
 
 from fdaimpute._core.docstrings import shared_docs
+from fdaimpute._core.noise_at import NoiseAtMixin
 from fdaimpute._core.params import Interval, Options
 from fdaimpute._core.validation import check_spread_over_time
 from fdaimpute._face.fit import fit_face
@@ -173,7 +174,7 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
     per subject). Where the hidden points show the predictive variance
     changing over the time range, both the curve's variance and the noise
     variance follow a factor linear between the start, middle and end of
-    the range, as PACE's (:meth:`noise_variance_at`). A band for a new
+    the range, as PACE's (``noise_variance_at``). A band for a new
     observation at ``t`` adds ``noise_variance_at(t)``.
 
     *Limits.* A tensor-product spline surface cannot follow a kink along the
@@ -196,6 +197,9 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
     >>> curves.shape, bool((std > 0).all())
     ((15, 101), True)
     """
+
+    # inherited, named here so that the API page lists it with the class
+    noise_variance_at = NoiseAtMixin.noise_variance_at
 
     _param_constraints = {
         **BaseImputer._param_constraints,

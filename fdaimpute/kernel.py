@@ -86,7 +86,7 @@ class KernelImputer(NoiseAtMixin, SeveralVariablesMixin, BaseImputer):
         training observations, the curve a subject without data returns to.
     noise_variance_ : float
         Estimated measurement-error variance, the mean over the training
-        times of :meth:`noise_variance_at` (see Notes). After a fit on
+        times of ``noise_variance_at`` (see Notes). After a fit on
         several variables, an ndarray of shape ``(p,)``: each variable's.
     %(grid_)s
     time_range_ : tuple of float
@@ -159,6 +159,9 @@ class KernelImputer(NoiseAtMixin, SeveralVariablesMixin, BaseImputer):
     >>> imp.transform(sim.test.data).shape
     (15, 101)
     """
+
+    # inherited, named here so that the API page lists it with the class
+    noise_variance_at = NoiseAtMixin.noise_variance_at
 
     _param_constraints = {
         **BaseImputer._param_constraints,

@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from fdaimpute._core.docstrings import shared_docs
+from fdaimpute._core.noise_at import NoiseAtMixin
 from fdaimpute._core.params import (
     RANDOM_STATE,
     Boolean,
@@ -178,8 +179,8 @@ default="cv"
         chosen model (``"heldout_errors"``, at positions ``"heldout_index"``
         of the training observations) and its value less the prediction
         (``"heldout_residuals"``, where the bands were calibrated); and
-        ``"implausible_bandwidths"`` where better-scoring pairs were passed
-        over for an implausible curve (see Notes).
+        ``"implausible_bandwidths"``, the pairs whose fits gave a training
+        subject an implausible curve before the one kept (see Notes).
     n_bins_ : int
         Number of bins of the mean and covariance sums.
     time_range_ : tuple of float
@@ -224,7 +225,7 @@ default="cv"
     next pairs by held-out error are tried in turn (at most five) and the
     first that gives none is kept (if none does, the one whose worst curve
     leaves the range least); ``cv_results_["implausible_bandwidths"]``
-    lists the pairs passed over. On 90 of pbcseq's patients the best pair
+    lists the pairs tried before the one kept. On 90 of pbcseq's patients the best pair
     (14.1 years along the diagonal, 0.34 across) took a patient whose log
     bilirubin rose from 0.3 to 2.9 in three years to 8.1 five years later
     (the data end at 3.7); the third pair after it (a held-out mean squared
@@ -260,7 +261,7 @@ default="cv"
     variance changing over the time range (a likelihood-ratio test over a
     factor linear between the start, middle and end of the range), both the
     curve's variance and the noise variance follow that factor
-    (``cv_results_["band_profile"]``; :meth:`noise_variance_at`). With
+    (``cv_results_["band_profile"]``; ``noise_variance_at``). With
     ``fdapace_compat`` the SD is the posterior SD of the ``K`` scores alone.
 
     *Scalability.* The raw covariances are never materialised: each
@@ -287,6 +288,9 @@ default="cv"
     >>> bool((std > 0).all())
     True
     """
+
+    # inherited, named here so that the API page lists it with the class
+    noise_variance_at = NoiseAtMixin.noise_variance_at
 
     _param_constraints = {
         **BaseImputer._param_constraints,
