@@ -72,8 +72,8 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         time down to ``degree + 1``, and the larger ones the design sees)
         and their ranks are tried in the order of the criterion, at most
         six, and the first that gives none is kept (if none does, the one
-        whose worst curve leaves the range least; ``bic_`` then holds that
-        fit's rank alone).
+        whose worst curve leaves the range least). When another size or rank
+        is kept, ``bic_`` holds its BIC alone.
     n_basis_mean : int, default=20
         B-splines of the mean (a P-spline chosen by GCV, as FACE's).
     degree : int, default=3
