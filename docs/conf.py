@@ -45,7 +45,7 @@ suppress_warnings = ["myst.xref_missing"]
 
 autosummary_generate = True
 templates_path = ["_templates"]
-autodoc_default_options = {"members": True, "inherited-members": False}
+autodoc_default_options = {"members": True}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 

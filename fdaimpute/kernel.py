@@ -160,9 +160,6 @@ class KernelImputer(NoiseAtMixin, SeveralVariablesMixin, BaseImputer):
     (15, 101)
     """
 
-    # inherited, named here so that the API page lists it with the class
-    noise_variance_at = NoiseAtMixin.noise_variance_at
-
     _param_constraints = {
         **BaseImputer._param_constraints,
         "kernel": [Options(*KERNELS)],

@@ -7,7 +7,6 @@ from functools import partial
 import numpy as np
 
 from fdaimpute._core.docstrings import shared_docs
-from fdaimpute._core.noise_at import NoiseAtMixin
 from fdaimpute._core.params import Interval, Options
 from fdaimpute._core.validation import check_spread_over_time
 from fdaimpute._fpca.spline_bands import held_out_bands
@@ -187,9 +186,6 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
     >>> curves.shape, bool((std > 0).all())
     ((10, 101), True)
     """
-
-    # inherited, named here so that the API page lists it with the class
-    noise_variance_at = NoiseAtMixin.noise_variance_at
 
     _param_constraints = {
         **BaseImputer._param_constraints,

@@ -9,7 +9,6 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from fdaimpute._core.docstrings import shared_docs
-from fdaimpute._core.noise_at import NoiseAtMixin
 from fdaimpute._core.params import (
     RANDOM_STATE,
     Boolean,
@@ -288,9 +287,6 @@ default="cv"
     >>> bool((std > 0).all())
     True
     """
-
-    # inherited, named here so that the API page lists it with the class
-    noise_variance_at = NoiseAtMixin.noise_variance_at
 
     _param_constraints = {
         **BaseImputer._param_constraints,
