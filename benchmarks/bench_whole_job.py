@@ -213,9 +213,8 @@ def phase_table(rows):
     table = []
     for row in rows:
         entry = {"n_i": row["n_i"], **row["phases"], "wall": row["fdaimpute s"]}
-        fit = ["bins", "mean", "covariance", "cross-validation", "noise", "bands"]
-        fit += ["plausibility"]
-        entry["fit"] = sum(row["phases"][name] for name in fit + ["fit other"])
+        fit = PHASES[PHASES.index("read") + 1 : PHASES.index("transform")]
+        entry["fit"] = sum(row["phases"][name] for name in fit)
         table.append(entry)
     columns = ["n_i", *PHASES, "fit", "wall"]
     return markdown_table(table, columns, {c: ".2f" for c in columns[1:]})

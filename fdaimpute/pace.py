@@ -224,11 +224,11 @@ default="cv"
     next pairs by held-out error are tried in turn (at most five) and the
     first that gives none is kept (if none does, the one whose worst curve
     leaves the range least); ``cv_results_["implausible_bandwidths"]``
-    lists the pairs tried before the one kept. On 90 of pbcseq's patients the best pair
-    (14.1 years along the diagonal, 0.34 across) took a patient whose log
-    bilirubin rose from 0.3 to 2.9 in three years to 8.1 five years later
-    (the data end at 3.7); the third pair after it (a held-out mean squared
-    error 4% larger) keeps every curve inside.
+    lists the pairs tried before the one kept. On 90 of pbcseq's patients
+    the best pair (14.1 years along the diagonal, 0.34 across) took a
+    patient whose log bilirubin rose from 0.3 to 2.9 in three years to 8.1
+    five years later (the data end at 3.7); the third pair after it (a
+    held-out mean squared error 4% larger) keeps every curve inside.
     The local fit is linear along the diagonal and, across it, quadratic
     near the diagonal (to follow the ridge that rough processes have
     there) blending to linear farther out.
@@ -441,7 +441,7 @@ default="cv"
         """Refit at the next-best covariance bandwidths of the search (at most
         ``_PLAUSIBLE_TRIES``) while some training subject's curve leaves the
         data's widened range; ``cv_results_["implausible_bandwidths"]`` lists
-        the pairs passed over."""
+        the pairs tried before the one kept."""
         cv = best.cv_results
         chosen = np.asarray(best.estimate.bandwidth, dtype=float)
         ranked = cv["bandwidths"][np.argsort(cv["scores"], kind="stable")]
