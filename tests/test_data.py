@@ -214,8 +214,12 @@ def test_to_dense_rejects_off_grid_time(small):
         small.to_dense(grid=[0.1, 0.2])
 
 
-@pytest.mark.parametrize("version, exact", [("2.2.3", True), ("3.1.1", False)])
-def test_csv_read_options_ask_for_exact_floats_before_pandas_3(version, exact):
+@pytest.mark.parametrize(
+    "version, exact",
+    [("2.2.3", True), ("3.0.6", True), ("3.1.0rc1", False), ("3.1.1", False)],
+)
+def test_csv_read_options_ask_for_exact_floats_before_pandas_3_1(version, exact):
+    # pandas 3.0.6 read 29 of 558 floats written by to_csv one bit off
     from types import SimpleNamespace
 
     from fdaimpute._io.csv_options import read_options
