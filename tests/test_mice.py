@@ -103,3 +103,30 @@ def test_mean_is_the_mean_training_curve():
     mice = MICEImputer(n_bins=21, max_iter=2, random_state=0).fit(sim.train.data)
     assert mice.mean_.shape == mice.grid_.shape
     assert_allclose(mice.mean_, mice.transform(sim.train.data).mean(axis=0))
+
+
+def _times_a_unit_apart(seed=0):
+    """Half the subjects at times one unit in the last place above the others'."""
+    rng = np.random.default_rng(seed)
+    base = np.unique(np.round(rng.uniform(0, 1, 40), 2))
+    times, values = [], []
+    for i in range(30):
+        t = np.sort(rng.choice(base, 4, replace=False))
+        times.append(np.nextafter(t, 2.0) if i % 2 else t)
+        values.append(rng.normal(size=4))
+    return IrregularData.from_lists(times, values)
+
+
+def test_times_a_unit_apart_share_a_bin():
+    # distinct times so close that both fall in one bin used to leave an
+    # empty column, which the chained equations dropped (IndexError)
+    data = _times_a_unit_apart()
+    assert np.unique(data.times).size > 50
+    est = MICEImputer(random_state=0).fit(data)
+    assert est.bin_centres_.size < np.unique(data.times).size
+    own = np.searchsorted(est.bin_edges_, data.times, "right") - 1
+    assert np.bincount(own, minlength=est.bin_centres_.size).min() > 0
+    curves = est.transform(data)
+    assert curves.shape == (30, 101) and np.isfinite(curves).all()
+    gain = fi.GAINImputer(max_iter=5, random_state=0).fit(data)
+    assert np.isfinite(gain.transform(data)).all()

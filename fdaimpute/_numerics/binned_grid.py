@@ -32,8 +32,10 @@ class BinnedGridMixin:
 
         By default one bin per distinct time when there are at most 101 of
         them (the centres are then the times themselves), else 51
-        equal-width bins. Equal-width bins that no training subject
-        observes are merged into a neighbour (see :meth:`_merge_empty_bins`).
+        equal-width bins. Bins that no training subject observes are merged
+        into a neighbour (see :meth:`_merge_empty_bins`): equal-width bins
+        between visits, and bins of distinct times so close (a unit in the
+        last place, ``0.1 + 0.2`` beside ``0.3``) that both fall in one.
         """
         distinct = np.unique(data.times)
         if self.n_bins is None:
@@ -49,7 +51,7 @@ class BinnedGridMixin:
             lo, hi = self.time_range_
             self.bin_edges_ = np.linspace(lo, hi, n_bins + 1)
             self.bin_centres_ = (self.bin_edges_[1:] + self.bin_edges_[:-1]) / 2
-            self._merge_empty_bins(data)
+        self._merge_empty_bins(data)
 
     def _merge_empty_bins(self, data):
         """Join each bin no training subject observes to the next observed one.
