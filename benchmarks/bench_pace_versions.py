@@ -9,12 +9,15 @@ transform, the chosen bandwidths and ``K``, and the largest difference
 between the two checkouts' curves. With ``--cli``, the whole job instead:
 ``fdaimpute impute --method pace --grid 101`` on a long CSV of the same
 subjects, as a whole process (wall seconds and peak resident memory), and
-whether the two output files are the same bytes.
+whether the two output files are the same bytes. With ``--datasets``, the
+fit and transform on small real data sets of ``benchmarks/_smalldata.py``
+instead of the simulation (read by this checkout's loader for both).
 
 Usage::
 
     python benchmarks/bench_pace_versions.py --against /work/main --repeats 3
     python benchmarks/bench_pace_versions.py --against /work/main --repeats 3 --cli
+    python benchmarks/bench_pace_versions.py --against /work/main --datasets sitka
 """
 
 from __future__ import annotations
@@ -42,9 +45,14 @@ import json, sys, time
 import numpy as np
 import fdaimpute as fi
 n, n_obs, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-n_obs = int(n_obs) if n_obs.isdigit() else n_obs
-sim = fi.simulate.sand_paper(n, n_obs=n_obs, random_state=0, split=(1, 0, 0))
-data = sim.train.data
+if len(sys.argv) > 4:  # a small real data set, by this checkout's loader
+    sys.path.insert(0, sys.argv[4])
+    from _smalldata import DATASETS
+    data = DATASETS[n_obs]()
+else:
+    n_obs = int(n_obs) if n_obs.isdigit() else n_obs
+    sim = fi.simulate.sand_paper(n, n_obs=n_obs, random_state=0, split=(1, 0, 0))
+    data = sim.train.data
 cpu, wall = time.process_time(), time.perf_counter()
 pace = fi.PACEImputer(random_state=0).fit(data)
 curves = np.asarray(pace.transform(data))
@@ -57,10 +65,11 @@ with open(out + ".json", "w") as fh:
 """
 
 
-def run(checkout, n, n_obs, out):
+def run(checkout, n, n_obs, out, small=False):
     env = dict(os.environ, PYTHONPATH=str(checkout))
+    loader = [str(HERE / "benchmarks")] if small else []
     subprocess.run(
-        [sys.executable, "-c", _CHILD, str(n), str(n_obs), out],
+        [sys.executable, "-c", _CHILD, str(n), str(n_obs), out, *loader],
         env=env,
         check=True,
         cwd=os.path.dirname(out),  # not a checkout: "-c" puts the cwd on the path
@@ -147,25 +156,31 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=10000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cli", action="store_true", help="the whole job instead")
+    parser.add_argument(
+        "--datasets", nargs="+", help="small real data sets instead of the simulation"
+    )
     args = parser.parse_args(argv)
     other = Path(args.against).resolve()
     if args.cli:
         return main_cli(args, other)
     rows = []
+    cases = args.datasets or ("30", "8-12", "3-5")
     with tempfile.TemporaryDirectory() as tmp:
-        for n_obs in ("30", "8-12", "3-5"):
+        for n_obs in cases:
             runs = {"this": [], "other": []}
             curves = {}
             for _ in range(args.repeats):
                 for name, checkout in (("this", HERE), ("other", other)):
                     out = os.path.join(tmp, name)
-                    result, curves[name] = run(checkout, args.n, n_obs, out)
+                    result, curves[name] = run(
+                        checkout, args.n, n_obs, out, small=bool(args.datasets)
+                    )
                     runs[name].append(result)
             for name in ("other", "this"):
                 rs = runs[name]
                 rows.append(
                     {
-                        "obs": n_obs,
+                        "data" if args.datasets else "obs": n_obs,
                         "checkout": str(HERE if name == "this" else other),
                         "wall s": float(np.median([r["wall"] for r in rs])),
                         "cpu s": float(np.median([r["cpu"] for r in rs])),
@@ -177,7 +192,8 @@ def main(argv=None):
                     }
                 )
     print(machine())
-    print(f"PACE fit + transform, n = {args.n}, median of {args.repeats} runs\n")
+    what = "small real data" if args.datasets else f"n = {args.n}"
+    print(f"PACE fit + transform, {what}, median of {args.repeats} runs\n")
     print(
         markdown_table(
             rows,

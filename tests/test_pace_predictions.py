@@ -5,6 +5,7 @@ import pytest
 
 from fdaimpute._fpca import scores
 from fdaimpute._fpca.scores import cumulative_predictions
+from fdaimpute._numerics.linalg import group_by_count, pool_small_groups
 
 
 def _problem(counts, counts_new, p, seed=0):
@@ -73,3 +74,30 @@ def test_recursion_is_not_used_without_noise(monkeypatch):
     assert not used
     cumulative_predictions(*problem, 0.1)
     assert used
+
+
+def test_pooled_small_groups_predict_as_each_group_alone(monkeypatch):
+    """Subjects of several counts pooled into one padded batch: same predictions."""
+    counts = np.array([0, 1, 2, 3, 3, 4, 1, 2, 2, 0, 3])
+    counts_new = np.array([1, 2, 0, 1, 3, 1, 2, 1, 2, 1, 1])
+    problem = _problem(counts, counts_new, p=25, seed=1)
+    pooled = cumulative_predictions(*problem, 0.3)
+    monkeypatch.setattr(scores, "pool_small_groups", lambda chunks, size: chunks)
+    np.testing.assert_allclose(
+        pooled, cumulative_predictions(*problem, 0.3), rtol=1e-12, atol=1e-14
+    )
+
+
+def test_pool_small_groups_keeps_every_subject_once_and_large_groups_whole():
+    offsets = np.concatenate([[0], np.cumsum([2, 1, 3, 2, 1] + [4] * 70)])
+    chunks = list(group_by_count(offsets))
+    pooled = list(pool_small_groups(chunks, size=3, small=64))
+    # groups by count: 1 point (2 subjects), 2 (2), 3 (1), 4 (70); the 70
+    # stay one group, the small ones are pooled up to three (size), padded
+    assert sorted(r.size for r, _ in pooled) == [2, 3, 70]
+    for rows, obs in pooled:
+        for row, slots in zip(rows, obs):
+            own = np.arange(offsets[row], offsets[row + 1])
+            np.testing.assert_array_equal(slots[: own.size], own)
+            assert np.all(slots[own.size :] == -1)
+    assert sorted(np.concatenate([r for r, _ in pooled])) == list(range(75))

@@ -13,6 +13,7 @@ from fdaimpute._numerics.linalg import (
     PARALLEL_MIN_OBSERVATIONS,
     chunks_by_count,
     group_by_count,
+    pool_small_groups,
     run_tasks,
 )
 
@@ -217,10 +218,15 @@ def cumulative_predictions(
     few &= noisy
 
     def predict_few(rows, obs):
+        # slots padded with -1 (pooled groups) get zero residual and basis
+        # rows, which leave every prediction as it is
+        absent = obs < 0
+        take = np.where(absent, 0, obs)
+        basis = basis_fit[take]
+        basis[absent] = 0.0
+        resid = np.where(absent, 0.0, resid_fit[take])
         new = (basis_new, offsets_new[rows], counts_new[rows])
-        _predict_in_observation_space(
-            resid_fit[obs], basis_fit[obs], new, lam, sigma2, out
-        )
+        _predict_in_observation_space(resid, basis, new, lam, sigma2, out)
 
     def predict(rows, obs):
         # each task writes the rows of its own subjects only
@@ -247,7 +253,12 @@ def cumulative_predictions(
     size = OBSERVATION_SPACE_CHUNK
     run_tasks(
         predict_few,
-        [c for c in chunks_by_count(offsets_fit, size) if few[c[0][0]]],
+        list(
+            pool_small_groups(
+                (c for c in chunks_by_count(offsets_fit, size) if few[c[0][0]]),
+                size,
+            )
+        ),
     )
     run_tasks(predict, [c for c in chunks_by_count(offsets_fit) if not few[c[0][0]]])
     return out

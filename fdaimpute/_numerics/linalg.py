@@ -29,6 +29,56 @@ def group_by_count(offsets):
         yield rows, offsets[rows][:, None] + np.arange(m)
 
 
+def pool_small_groups(chunks, size, small=64):
+    """Groups of fewer than ``small`` subjects pooled, up to ``size`` a pool.
+
+    Batched work on a group of a few subjects costs mostly the interpreter's
+    overhead per operation; a pool of such groups is one batch whose
+    observation indices are padded on the right with ``-1`` to its largest
+    count (a caller treats those slots as absent).
+
+    Parameters
+    ----------
+    chunks : iterable of (rows, obs)
+        As yielded by :func:`group_by_count` or :func:`chunks_by_count`.
+    size : int
+        Most subjects in a pool.
+    small : int, default=64
+        Groups of at least this many subjects are passed on unchanged.
+
+    Yields
+    ------
+    rows : ndarray of shape (g,)
+    obs : ndarray of shape (g, m)
+        Padded with ``-1`` in pooled groups.
+    """
+    pool = []
+
+    def flush():
+        width = max(obs.shape[1] for _, obs in pool)
+        rows = np.concatenate([r for r, _ in pool])
+        padded = np.full((rows.size, width), -1, dtype=np.int64)
+        start = 0
+        for _, obs in pool:
+            padded[start : start + obs.shape[0], : obs.shape[1]] = obs
+            start += obs.shape[0]
+        pool.clear()
+        return rows, padded
+
+    pooled = 0
+    for rows, obs in chunks:
+        if rows.size >= small:
+            yield rows, obs
+            continue
+        if pool and pooled + rows.size > size:
+            yield flush()
+            pooled = 0
+        pool.append((rows, obs))
+        pooled += rows.size
+    if pool:
+        yield flush()
+
+
 @cache
 def _blas_controller():
     from threadpoolctl import ThreadpoolController

@@ -192,7 +192,8 @@ class RotatedSmoother:
         self.count = self._to_uv(moments.count)
         self.total = self._to_uv(moments.total)
         g, h = np.meshgrid(np.arange(n_g), np.arange(n_g), indexing="ij")
-        self._out = (g + h, g - h + n_g - 1)
+        self._all = (g.ravel(), h.ravel())
+        self._lower = np.tril_indices(n_g)
 
     def _to_uv(self, cells):
         out = np.zeros((2 * self.n_b - 1, 2 * self.n_b - 1))
@@ -207,13 +208,14 @@ class RotatedSmoother:
             out[:, cols] = ku[:, i0::2] @ w[i0::2, cols]
         return out
 
-    def _right(self, left, kv):
-        # only outputs with m + n = n_g - 1 (mod 2) are needed
+    def _right(self, left, kv, points, v0):
+        # kv holds the rows of v indices v0, v0 + 1, ...; only outputs with
+        # m + n = n_g - 1 (mod 2) are needed
         out = np.zeros((left.shape[0], kv.shape[0]))
         for m0 in (0, 1):
-            cols = slice((self.n_g - 1 - m0) % 2, None, 2)
+            cols = slice((self.n_g - 1 - m0 - v0) % 2, None, 2)
             out[m0::2, cols] = left[m0::2] @ kv[cols].T
-        return out[self._out]
+        return out[points]
 
     def __call__(
         self, h_along, h_across, *, ridge=True, return_hat=False, symmetric=True
@@ -231,56 +233,79 @@ class RotatedSmoother:
 
         With ``return_hat``, also the weight of a unit raw covariance at each
         output point on the fit there (the smoother's diagonal, for GCV).
-        ``symmetric=False`` returns the fit as it is, not averaged with its
-        transpose (for a cross-covariance, whose raw products are not
+        A symmetric surface (the default) is fitted at the points on and
+        below the diagonal and mirrored: the raw products of a covariance
+        are symmetric, and so is its fit. ``symmetric=False`` fits every
+        point (for a cross-covariance, whose raw products are not
         symmetric).
         """
+        # a symmetric surface is fitted at the points on and below the
+        # diagonal (v >= 0) and mirrored
+        g, h = self._lower if symmetric else self._all
+        v0 = self.n_g - 1 if symmetric else 0
+        points = (g + h, g - h + self.n_g - 1 - v0)
         ku = _kernel_matrices(self.u_in, self.u_out, h_along, self.kernel, 2)
         kv = _kernel_matrices(
-            self.v_in, self.v_out, h_across, self.kernel, 4 if ridge else 2
+            self.v_in, self.v_out[v0:], h_across, self.kernel, 4 if ridge else 2
         )
         lc = [self._left(ku[a], self.count) for a in range(3)]
         lt = [self._left(ku[a], self.total) for a in range(2)]
         design = [(0, 0), (1, 0), (0, 1)] + ([(0, 2)] if ridge else [])
         size = len(design)
-        mat = np.empty((self.n_g, self.n_g, size, size))
-        rhs = np.empty((self.n_g, self.n_g, size))
+        mat = np.empty((g.size, size, size))
+        rhs = np.empty((g.size, size))
         cache = {}
         for i, (a1, b1) in enumerate(design):
-            rhs[..., i] = self._right(lt[a1], kv[b1])
+            rhs[:, i] = self._right(lt[a1], kv[b1], points, v0)
             for j, (a2, b2) in enumerate(design[i:], start=i):
                 key = (a1 + a2, b1 + b2)
                 if key not in cache:
-                    cache[key] = self._right(lc[key[0]], kv[key[1]])
-                mat[..., i, j] = mat[..., j, i] = cache[key]
-        what, h = "covariance smoothing", max(h_along, h_across)
-        fit = _solve_intercept(mat[..., :3, :3], rhs[..., :3], what, h)
-        hat = _hat(mat[..., :3, :3]) if return_hat else None
+                    cache[key] = self._right(lc[key[0]], kv[key[1]], points, v0)
+                mat[:, i, j] = mat[:, j, i] = cache[key]
+        what, h_max = "covariance smoothing", max(h_along, h_across)
+        fit, hat = _intercepts(mat[:, :3, :3], rhs[:, :3], what, h_max, return_hat)
         if ridge:
-            v = self.v_out[self._out[1]]
+            v = self.v_out[v0:][points[1]]
             weight = np.exp(-0.5 * (v / (3.0 * h_across)) ** 2)
             near = weight > 1e-3
-            fit[near] += weight[near] * (
-                _solve_intercept(mat[near], rhs[near], what, h) - fit[near]
-            )
+            fit_q, hat_q = _intercepts(mat[near], rhs[near], what, h_max, return_hat)
+            fit[near] += weight[near] * (fit_q - fit[near])
             if return_hat:
-                hat[near] += weight[near] * (_hat(mat[near]) - hat[near])
+                hat[near] += weight[near] * (hat_q - hat[near])
+        fit = self._on_grid(fit, g, h, symmetric)
+        if return_hat:
+            return fit, self._on_grid(hat, g, h, symmetric)
+        return fit
+
+    def _on_grid(self, values, g, h, symmetric):
+        """Values at the points ``(g, h)`` as a work-grid matrix (mirrored)."""
+        out = np.empty((self.n_g, self.n_g))
+        out[g, h] = values
         if symmetric:
-            fit = 0.5 * (fit + fit.T)
-        return (fit, hat) if return_hat else fit
+            out[h, g] = values
+        return out
 
 
-def _hat(mat):
-    """``(M^-1)[0, 0]``: weight of a unit observation at the point on its own fit."""
-    e0 = np.zeros(mat.shape[-1])
-    e0[0] = 1.0
-    return np.linalg.solve(mat, np.broadcast_to(e0, mat.shape[:-1])[..., None])[
-        ..., 0, 0
-    ]
+def _intercepts(mat, rhs, what, bandwidth, return_hat=False):
+    """Intercepts of batched symmetric positive definite systems ``mat x = rhs``.
 
+    Each system is scaled to a unit diagonal and factored as ``L D L^T``
+    with the batch as the fast axis (a few vector operations per entry of
+    a 3x3 or 4x4 system, where a LAPACK call per system costs more than
+    its arithmetic). A clear error names the bandwidth where a system is
+    empty or nearly singular (scaled determinant at most ``1e-12``).
 
-def _solve_intercept(mat, rhs, what, bandwidth):
-    """Intercepts of batched symmetric positive (semi)definite systems."""
+    Returns
+    -------
+    intercept : ndarray of shape (n,)
+    hat : ndarray of shape (n,) or None
+        ``(mat^-1)[0, 0]``, the weight of a unit observation at the point
+        on its own fit (for generalised cross-validation), with
+        ``return_hat``.
+    """
+    k = mat.shape[-1]
+    if mat.shape[0] == 0:
+        return np.zeros(0), np.zeros(0) if return_hat else None
     diag = np.diagonal(mat, axis1=-2, axis2=-1)
     if np.any(~(diag > 0)):
         raise ValueError(
@@ -288,12 +313,37 @@ def _solve_intercept(mat, rhs, what, bandwidth):
             f"bandwidth {bandwidth:.4g}; use a larger bandwidth"
         )
     scale = 1.0 / np.sqrt(diag)
-    scaled = mat * scale[..., :, None] * scale[..., None, :]
-    cond_ok = np.linalg.det(scaled) > 1e-12
-    if np.any(~cond_ok):
+    a = np.moveaxis(mat * scale[:, :, None] * scale[:, None, :], 0, -1)
+    low = [[None] * k for _ in range(k)]
+    piv = []
+    # a singular system's zero pivot is refused below, not divided by
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for j in range(k):
+            d = a[j, j] - sum(low[j][m] ** 2 * piv[m] for m in range(j))
+            piv.append(d)
+            for i in range(j + 1, k):
+                low[i][j] = (
+                    a[i, j] - sum(low[i][m] * low[j][m] * piv[m] for m in range(j))
+                ) / d
+    det = np.prod(piv, axis=0)
+    if np.any(~(np.min(piv, axis=0) > 0) | ~(det > 1e-12)):
         raise ValueError(
             f"{what}: too few distinct raw covariances near some work-grid "
             f"point for bandwidth {bandwidth:.4g}; use a larger bandwidth"
         )
-    sol = np.linalg.solve(scaled, (rhs * scale)[..., None])[..., 0]
-    return sol[..., 0] * scale[..., 0]
+
+    def first(b):
+        # forward through L, divide by D, back through L^T to the first entry
+        z = []
+        for i in range(k):
+            z.append(b[i] - sum(low[i][m] * z[m] for m in range(i)))
+        x = [zi / di for zi, di in zip(z, piv)]
+        for i in range(k - 1, -1, -1):
+            x[i] = x[i] - sum(low[m][i] * x[m] for m in range(i + 1, k))
+        return x[0]
+
+    intercept = first(list((rhs * scale).T)) * scale[:, 0]
+    if not return_hat:
+        return intercept, None
+    unit = [np.ones_like(piv[0])] + [np.zeros_like(piv[0])] * (k - 1)
+    return intercept, first(unit) * scale[:, 0] ** 2
