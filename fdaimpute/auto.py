@@ -124,12 +124,16 @@ class AutoImputer(BaseImputer):
     Notes
     -----
     Curves, derivatives, ``predict_at`` and ``noise_variance_`` (and
-    ``noise_variance_at``) are the weighted sums of the kept imputers';
-    the standard deviation of ``transform(X, return_std=True)`` is the
-    weighted sum of theirs, which bounds the standard deviation of the
-    mixed curve whatever the correlation of the candidates' errors (the
-    coverage of the mix's bands is in the ``stability`` section of
-    ``docs/benchmarks.md``). Fitting costs
+    ``noise_variance_at``) are the weighted sums of the kept imputers'.
+    The standard deviation of ``transform(X, return_std=True)`` is at
+    least the weighted sum of theirs, which bounds the standard deviation
+    of the mixed curve's error whatever the correlation of the
+    candidates' errors; it is widened where needed so that, with the
+    mixed noise variance, it also bounds the error of predicting a new
+    observation by the weighted sum of the candidates' predictive SDs
+    (curve and noise together: candidates share these two out
+    differently). The coverage of the mix's bands is in the
+    ``stability`` section of ``docs/benchmarks.md``. Fitting costs
     about one fit of each candidate on small data, ``n_folds + 1`` on
     larger data.
 
@@ -326,14 +330,7 @@ class AutoImputer(BaseImputer):
 
     def noise_variance_at(self, times):
         """The chosen imputers' noise variance at ``times``, mixed by weight."""
-
-        def at(est):
-            own = getattr(est, "noise_variance_at", None)
-            if own is not None:
-                return own(times)
-            return np.full(np.shape(times), float(est.noise_variance_))
-
-        return self._mix(at)
+        return self._mix(lambda est: _noise_at(est, times))
 
     def _transform_grid(self, data, grid, return_std=False):
         if not return_std:
@@ -342,11 +339,22 @@ class AutoImputer(BaseImputer):
             k: est._transform_grid(data, grid, return_std=True)
             for k, est in self.estimators_.items()
         }
-        # the weighted mean of the SDs bounds the SD of the mixed curve
-        # whatever the correlation of the candidates' errors
+        noise = {k: _noise_at(est, grid) for k, est in self.estimators_.items()}
         curves = sum(w * parts[k][0] for k, w in self.weights_.items())
-        std = sum(w * parts[k][1] for k, w in self.weights_.items())
-        return curves, std
+        # The weighted mean of SDs bounds the SD of a mix of errors whatever
+        # their correlation: of the curves' errors, and of the errors in
+        # predicting a new observation, whose SD is each candidate's curve
+        # SD and noise together. The candidates share out the second
+        # between curve and noise differently (one a tight curve and much
+        # noise, another the reverse), so the mixed curve SD is widened
+        # where the mixed noise leaves the second bound uncovered.
+        curve_sd = sum(w * parts[k][1] for k, w in self.weights_.items())
+        predictive_sd = sum(
+            w * np.sqrt(parts[k][1] ** 2 + noise[k]) for k, w in self.weights_.items()
+        )
+        mixed_noise = sum(w * noise[k] for k, w in self.weights_.items())
+        gap = np.sqrt(np.maximum(predictive_sd**2 - mixed_noise, 0.0))
+        return curves, np.maximum(curve_sd, gap)
 
     def _derivative_grid(self, data, grid):
         return self._mix(lambda est: est._derivative_grid(data, grid))
@@ -448,6 +456,14 @@ def _own_residuals(est, data, index):
     if own is None or not np.array_equal(own[0], index):
         return None
     return np.where(np.isfinite(own[1]), own[1], np.inf)
+
+
+def _noise_at(est, times):
+    """``est``'s measurement-noise variance at ``times`` (constant if it has one)."""
+    own = getattr(est, "noise_variance_at", None)
+    if own is not None:
+        return np.asarray(own(times), dtype=np.float64)
+    return np.full(np.shape(times), float(est.noise_variance_))
 
 
 def _implausible(est, data):

@@ -187,24 +187,36 @@ def test_auto_imputer_mixes_and_round_trips(tmp_path):
         "derivative": auto.derivative(data),
         "noise": auto.noise_variance_at(np.array([0.2, 0.8])),
     }
-    expected = {
-        "curves": [0.0, 0.0],
-        "derivative": 0.0,
-        "noise": 0.0,
-    }
+    expected = {"curves": 0.0, "derivative": 0.0, "noise": 0.0}
+    curve_sd = predictive_sd = grid_noise = 0.0
     for name, w in auto.weights_.items():
         est = auto.estimators_[name]
         curves, std = est.transform(data, return_std=True)
-        expected["curves"][0] = expected["curves"][0] + w * curves
-        expected["curves"][1] = expected["curves"][1] + w * std
+        expected["curves"] = expected["curves"] + w * curves
         expected["derivative"] = expected["derivative"] + w * est.derivative(data)
         expected["noise"] = expected["noise"] + w * est.noise_variance_at(
             np.array([0.2, 0.8])
         )
+        noise = est.noise_variance_at(auto.grid_)
+        curve_sd = curve_sd + w * std
+        predictive_sd = predictive_sd + w * np.sqrt(std**2 + noise)
+        grid_noise = grid_noise + w * noise
     for key in ("derivative", "noise"):
         np.testing.assert_allclose(mixed[key], expected[key], rtol=1e-12)
-    for got, want in zip(mixed["curves"], expected["curves"]):
-        np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(mixed["curves"][0], expected["curves"], rtol=1e-12)
+    # the SD bounds the mixed curve's error (the weighted mean of the SDs),
+    # and with the mixed noise the error of predicting a new observation
+    # (the weighted mean of the candidates' predictive SDs), whatever the
+    # correlation of the candidates' errors
+    std = mixed["curves"][1]
+    assert np.all(std >= curve_sd * (1 - 1e-12))
+    assert np.all(np.sqrt(std**2 + grid_noise) >= predictive_sd * (1 - 1e-12))
+    assert np.any(std > curve_sd * (1 + 1e-6))  # the candidates split it unlike
+    np.testing.assert_allclose(
+        std,
+        np.maximum(curve_sd, np.sqrt(np.maximum(predictive_sd**2 - grid_noise, 0))),
+        rtol=1e-12,
+    )
     path = tmp_path / "auto.fdai"
     auto.save(path)
     same = fi.AutoImputer.load(path)
