@@ -313,3 +313,29 @@ def test_base_curves_equal_transform_and_derivative(base, data, monkeypatch):
     )
     if base == "pace":
         assert len(calls) == 3  # the base once for both, then transform, derivative
+
+
+def test_verbose_fit_names_each_phase_in_order(data, capsys):
+    """The progress bar shows the base, training, each cross-fitted network,
+    the calibration and, when the base is kept, its refit on every subject."""
+    kernel = fi.KernelImputer()
+    params = dict(_configs.TINY, base=kernel, calibration_folds=2, max_epochs=2)
+    est = VTImputer(**params, verbose=True).fit(data)
+    err = capsys.readouterr().err
+    labels = [
+        "base (KernelImputer) on",
+        "training on",
+        "cross-fitting, network 1 of 2",
+        "cross-fitting, network 2 of 2",
+        "calibrating the bands",
+    ]
+    if est.best_epoch_ == -1:
+        labels.append(f"base kept, refitted on all {len(data)} subjects")
+    labels.append("VTImputer: done")
+    where = [err.find(label) for label in labels]
+    assert -1 not in where and where == sorted(where), err[-2000:]
+    # without a base there is no base phase; quiet fits print nothing
+    VTImputer(**dict(params, base=None), verbose=True).fit(data)
+    assert "base (" not in capsys.readouterr().err
+    VTImputer(**params).fit(data)
+    assert capsys.readouterr().err == ""

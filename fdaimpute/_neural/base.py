@@ -24,6 +24,7 @@ from fdaimpute._neural.config import PRESETS, SIZE_PARAMS
 from fdaimpute._neural.crossfit import cross_fit, n_folds
 from fdaimpute._neural.features import EncoderFeaturesMixin
 from fdaimpute._neural.persistence import TorchStatePickling, resolve_device
+from fdaimpute._neural.phases import FitPhases
 from fdaimpute._numerics.interpolate import interpolate_c1_rows, interpolate_rows
 from fdaimpute.base import BaseImputer
 from fdaimpute.noise import noise_variance
@@ -176,7 +177,6 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
     # ------------------------------------------------------------------ #
     # fitting, step by step
     def _fit(self, data):
-        import torch
 
         from fdaimpute.nn.regularizers import check_regularizers
 
@@ -198,8 +198,31 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             grid=self._grid_tensor(self.model_grid_, device),
         )
         train, valid = self._split(data, rng)
+        folds = n_folds(self.calibration_folds, len(data), warm) if len(valid) else 0
+        with_base = not warm and self.base is not None
+        phases = FitPhases(type(self).__name__, with_base + 2 + folds, self.verbose)
+        try:
+            self._fit_phases(data, train, valid, settings, folds, warm, phases)
+        finally:
+            phases.close()
+        self.device_ = device
+        self.config_ = {**cfg, "validation_fraction": self._validation_share(len(data))}
+        self.mean_ = self._mean_curve(data)
+        return self
+
+    def _fit_phases(self, data, train, valid, settings, folds, warm, phases):
+        """Base, training, cross-fitting and calibration, each a phase of the bar."""
+        import torch
+
+        cfg, seed, device = settings.config, settings.seed, settings.device
         if not warm:
-            self.base_ = self._fit_base(train, seed, fallback=self.base == "auto")
+            self.base_ = None
+            if self.base is not None:
+                label = f"base ({self._base_name()}) on {len(train)} subjects"
+                with phases.phase(label):
+                    self.base_ = self._fit_base(
+                        train, seed, fallback=self.base == "auto"
+                    )
             if self.base_ is None:
                 # no base to judge the network against: every held-out
                 # subject chooses the epoch
@@ -216,35 +239,44 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             self._attach_base(module)
             offset = len(self.history_["epoch"]) if warm else 0
             trainer = self._make_trainer(module, settings, start_epoch=offset)
-            self._train(trainer, train, data, settings)
+            with phases.phase(f"training on {len(train)} subjects"):
+                self._train(trainer, train, data, settings)
             self._record(trainer, module, offset, warm)
             modules, calib = [module], None
             if len(valid) and not trainer.interrupted:
                 calib = [self._tensors(valid, device)]
-                folds = n_folds(self.calibration_folds, len(data), warm)
                 if folds:
                     # the folds' networks follow the schedule the budget set
                     planned = {**cfg, "max_epochs": trainer.planned_epochs}
+                    fold_settings = replace(settings, config=planned)
+
+                    def fit_fold(subjects, fold):
+                        label = f"cross-fitting, network {fold + 1} of {folds}"
+                        with phases.phase(label):
+                            return self._fold_network(subjects, fold, fold_settings)
+
                     modules, calib = cross_fit(
                         data,
                         folds,
                         seed,
-                        partial(
-                            self._fold_network,
-                            settings=replace(settings, config=planned),
-                        ),
+                        fit_fold,
                         partial(self._tensors, device=device),
                     )
-            self._fit_uncertainty(modules, data, calib, settings)
+            with phases.phase("calibrating the bands"):
+                self._fit_uncertainty(modules, data, calib, settings)
         if self.base_ is not None and self.best_epoch_ < offset and not warm:
             # no epoch beat the base: the imputer is the base, so refit it on
             # every subject (after the error model was calibrated honestly)
-            self.base_ = self._fit_base(data, seed)
+            phases.add()
+            with phases.phase(f"base kept, refitted on all {len(data)} subjects"):
+                self.base_ = self._fit_base(data, seed)
             self._attach_base(module)
-        self.device_ = device
-        self.config_ = {**cfg, "validation_fraction": self._validation_share(len(data))}
-        self.mean_ = self._mean_curve(data)
-        return self
+
+    def _base_name(self):
+        """What ``base`` fits: PACE, the kernel smoother or the given imputer."""
+        if isinstance(self.base, str):
+            return "PACE" if self.base in ("auto", "pace") else "kernel smoother"
+        return type(self.base).__name__
 
     def _fit_scaling(self, data):
         """The time map to [0, 1], the value standardisation and the grid."""

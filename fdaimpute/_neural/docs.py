@@ -167,7 +167,10 @@ COMMON_PARAMS_DOC = """
         the same seed gives identical curves on the same device and thread
         count.
     verbose : bool, default=False
-        Show a progress bar over epochs with the losses.
+        Show the fit's progress: one bar over its phases (the base, the
+        training, each cross-fitted network, the calibration of the
+        bands), each named while it runs, and below it one bar over each
+        training's epochs with the losses.
     warm_start : bool, default=False
         Continue training the fitted network (same scaler, time map and
         grid) instead of starting afresh; the optimizer restarts.
