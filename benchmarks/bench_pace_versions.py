@@ -18,6 +18,10 @@ Usage::
     python benchmarks/bench_pace_versions.py --against /work/main --repeats 3
     python benchmarks/bench_pace_versions.py --against /work/main --repeats 3 --cli
     python benchmarks/bench_pace_versions.py --against /work/main --datasets sitka
+    python benchmarks/bench_pace_versions.py --against /work/main --method mfpca
+
+``--method mfpca`` times ``MFPCAImputer()`` instead (``choice``: its basis size;
+the chosen bandwidths for PACE).
 """
 
 from __future__ import annotations
@@ -44,9 +48,9 @@ _CHILD = """
 import json, sys, time
 import numpy as np
 import fdaimpute as fi
-n, n_obs, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-if len(sys.argv) > 4:  # a small real data set, by this checkout's loader
-    sys.path.insert(0, sys.argv[4])
+n, n_obs, out, method = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+if len(sys.argv) > 5:  # a small real data set, by this checkout's loader
+    sys.path.insert(0, sys.argv[5])
     from _smalldata import DATASETS
     data = DATASETS[n_obs]()
 else:
@@ -54,22 +58,26 @@ else:
     sim = fi.simulate.sand_paper(n, n_obs=n_obs, random_state=0, split=(1, 0, 0))
     data = sim.train.data
 cpu, wall = time.process_time(), time.perf_counter()
-pace = fi.PACEImputer(random_state=0).fit(data)
-curves = np.asarray(pace.transform(data))
+if method == "pace":
+    est = fi.PACEImputer(random_state=0).fit(data)
+    choice = "/".join(f"{h:.4g}" for h in np.ravel(est.bandwidth_cov_))
+else:
+    est = fi.MFPCAImputer().fit(data)
+    choice = f"basis {est.n_basis_}"
+curves = np.asarray(est.transform(data))
 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
 np.save(out + ".npy", curves)
 with open(out + ".json", "w") as fh:
-    json.dump(dict(cpu=cpu, wall=wall, file=fi.__file__,
-                   h=[float(h) for h in np.ravel(pace.bandwidth_cov_)],
-                   k=int(pace.n_components_)), fh)
+    json.dump(dict(cpu=cpu, wall=wall, file=fi.__file__, choice=choice,
+                   k=int(est.n_components_)), fh)
 """
 
 
-def run(checkout, n, n_obs, out, small=False):
+def run(checkout, n, n_obs, out, small=False, method="pace"):
     env = dict(os.environ, PYTHONPATH=str(checkout))
     loader = [str(HERE / "benchmarks")] if small else []
     subprocess.run(
-        [sys.executable, "-c", _CHILD, str(n), str(n_obs), out, *loader],
+        [sys.executable, "-c", _CHILD, str(n), str(n_obs), out, method, *loader],
         env=env,
         check=True,
         cwd=os.path.dirname(out),  # not a checkout: "-c" puts the cwd on the path
@@ -159,6 +167,9 @@ def main(argv=None):
     parser.add_argument(
         "--datasets", nargs="+", help="small real data sets instead of the simulation"
     )
+    parser.add_argument(
+        "--method", choices=("pace", "mfpca"), default="pace", help="the imputer"
+    )
     args = parser.parse_args(argv)
     other = Path(args.against).resolve()
     if args.cli:
@@ -173,7 +184,12 @@ def main(argv=None):
                 for name, checkout in (("this", HERE), ("other", other)):
                     out = os.path.join(tmp, name)
                     result, curves[name] = run(
-                        checkout, args.n, n_obs, out, small=bool(args.datasets)
+                        checkout,
+                        args.n,
+                        n_obs,
+                        out,
+                        small=bool(args.datasets),
+                        method=args.method,
                     )
                     runs[name].append(result)
             for name in ("other", "this"):
@@ -184,7 +200,7 @@ def main(argv=None):
                         "checkout": str(HERE if name == "this" else other),
                         "wall s": float(np.median([r["wall"] for r in rs])),
                         "cpu s": float(np.median([r["cpu"] for r in rs])),
-                        "bandwidth_cov": "/".join(f"{h:.4g}" for h in rs[0]["h"]),
+                        "choice": rs[0]["choice"],
                         "K": rs[0]["k"],
                         "max abs diff of curves": float(
                             np.max(np.abs(curves["this"] - curves["other"]))
@@ -193,7 +209,8 @@ def main(argv=None):
                 )
     print(machine())
     what = "small real data" if args.datasets else f"n = {args.n}"
-    print(f"PACE fit + transform, {what}, median of {args.repeats} runs\n")
+    name = {"pace": "PACE", "mfpca": "mFPCA"}[args.method]
+    print(f"{name} fit + transform, {what}, median of {args.repeats} runs\n")
     print(
         markdown_table(
             rows,

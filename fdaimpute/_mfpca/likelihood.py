@@ -85,7 +85,8 @@ class SubjectStats:
 def factor(stats, coef, lam, s2):
     """``S C``, ``C^T S C``, ``C^T z``, ``W^-1``, ``W^-1 C^T z`` and ``log det W``."""
     sc = stats.gram @ coef  # (n, M, K)
-    csc = np.einsum("ak,nal->nkl", coef, sc)
+    # batched matrix products rather than einsum, which does not use BLAS
+    csc = coef.T @ sc
     csc = (csc + np.swapaxes(csc, 1, 2)) / 2
     zt = stats.cross @ coef  # (n, K)
     w = csc.copy()
@@ -96,7 +97,7 @@ def factor(stats, coef, lam, s2):
     eye = np.broadcast_to(np.eye(k), w.shape)
     winv = np.linalg.solve(w, eye)
     winv = (winv + np.swapaxes(winv, 1, 2)) / 2
-    v = np.einsum("nkl,nl->nk", winv, zt)
+    v = (winv @ zt[..., None])[..., 0]
     return sc, csc, zt, winv, v, logdet
 
 
@@ -147,8 +148,12 @@ def nll_and_gradient(stats, coef, log_lam, log_s2):
     )
     # 2 dL/dP = sum_i E^T Sigma^-1 E - u u^T
     scw = sc @ winv  # (n, M, K)
-    inner = stats.gram.sum(axis=0) - np.einsum("nak,nbk->ab", scw, sc)
-    u = stats.cross - np.einsum("nak,nk->na", sc, v)
+    # sum_n scw_n sc_n^T as one product over the subjects and components
+    m = coef.shape[0]
+    inner = stats.gram.sum(axis=0) - (
+        scw.transpose(1, 0, 2).reshape(m, -1) @ sc.transpose(1, 0, 2).reshape(m, -1).T
+    )
+    u = stats.cross - (sc @ v[..., None])[..., 0]
     grad_p = 0.5 * (inner / s2 - (u.T @ u) / s2**2)
     grad_p = (grad_p + grad_p.T) / 2
     gp_c = grad_p @ coef
@@ -167,6 +172,6 @@ def noise_gradient(stats, s2, csc, zt, winv, v):
     norm2 = (
         stats.sq
         - 2.0 * np.einsum("nk,nk->n", zt, v)
-        + np.einsum("nk,nkl,nl->n", v, csc, v)
+        + np.einsum("nk,nk->n", v, (csc @ v[..., None])[..., 0])
     ) / s2**2
     return 0.5 * (trace - norm2)

@@ -177,7 +177,6 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
     # ------------------------------------------------------------------ #
     # fitting, step by step
     def _fit(self, data):
-
         from fdaimpute.nn.regularizers import check_regularizers
 
         cfg = self._config()
