@@ -85,7 +85,7 @@ class SubjectStats:
 def factor(stats, coef, lam, s2):
     """``S C``, ``C^T S C``, ``C^T z``, ``W^-1``, ``W^-1 C^T z`` and ``log det W``."""
     sc = stats.gram @ coef  # (n, M, K)
-    # batched matrix products rather than einsum, which does not use BLAS
+    # batched matrix products (BLAS) rather than einsum, which loops in C here
     csc = coef.T @ sc
     csc = (csc + np.swapaxes(csc, 1, 2)) / 2
     zt = stats.cross @ coef  # (n, K)
