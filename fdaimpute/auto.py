@@ -330,7 +330,7 @@ class AutoImputer(BaseImputer):
 
     def noise_variance_at(self, times):
         """The chosen imputers' noise variance at ``times``, mixed by weight."""
-        return self._mix(lambda est: _noise_at(est, times))
+        return self._mix(lambda est: est.noise_variance_at(times))
 
     def _transform_grid(self, data, grid, return_std=False):
         if not return_std:
@@ -339,7 +339,7 @@ class AutoImputer(BaseImputer):
             k: est._transform_grid(data, grid, return_std=True)
             for k, est in self.estimators_.items()
         }
-        noise = {k: _noise_at(est, grid) for k, est in self.estimators_.items()}
+        noise = {k: est.noise_variance_at(grid) for k, est in self.estimators_.items()}
         curves = sum(w * parts[k][0] for k, w in self.weights_.items())
         # The weighted mean of SDs bounds the SD of a mix of errors whatever
         # their correlation: of the curves' errors, and of the errors in
@@ -456,14 +456,6 @@ def _own_residuals(est, data, index):
     if own is None or not np.array_equal(own[0], index):
         return None
     return np.where(np.isfinite(own[1]), own[1], np.inf)
-
-
-def _noise_at(est, times):
-    """``est``'s measurement-noise variance at ``times`` (constant if it has one)."""
-    own = getattr(est, "noise_variance_at", None)
-    if own is not None:
-        return np.asarray(own(times), dtype=np.float64)
-    return np.full(np.shape(times), float(est.noise_variance_))
 
 
 def _implausible(est, data):

@@ -253,11 +253,8 @@ def cumulative_predictions(
     size = OBSERVATION_SPACE_CHUNK
     run_tasks(
         predict_few,
-        list(
-            pool_small_groups(
-                (c for c in chunks_by_count(offsets_fit, size) if few[c[0][0]]),
-                size,
-            )
+        pool_small_groups(
+            (c for c in chunks_by_count(offsets_fit, size) if few[c[0][0]]), size
         ),
     )
     run_tasks(predict, [c for c in chunks_by_count(offsets_fit) if not few[c[0][0]]])

@@ -23,6 +23,10 @@ def read_options(kwargs, id_column, pd):
 
 
 def _version(text):
-    """``(major, minor)`` of a version string such as ``"3.0.6"`` or ``"3.1.0rc1"``."""
+    """``(major, minor)`` of a version string such as ``"3.0.6"`` or ``"3.1.0rc1"``.
+
+    Not scikit-learn's ``parse_version``: ``import fdaimpute`` reaches this
+    module and loads no scikit-learn (``tests/test_imports.py``).
+    """
     major, minor = (text.split(".") + ["0"])[:2]
     return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
