@@ -6,6 +6,7 @@ smooth curves on a grid, with derivatives and uncertainty.
 
 from typing import TYPE_CHECKING
 
+from fdaimpute._version import __version__ as __version__
 from fdaimpute.data import IrregularData
 
 # Everything else loads on first use (PEP 562): importing the estimators pulls
@@ -67,7 +68,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from fdaimpute.neural import SANDImputer, VTImputer
     from fdaimpute.pace import PACEImputer
 
-__version__ = "0.1.0.dev0"
 
 __all__ = [
     "AutoImputer",

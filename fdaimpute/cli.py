@@ -325,7 +325,7 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from fdaimpute import __version__
+        from fdaimpute._version import __version__
 
         print(__version__)
         return 0

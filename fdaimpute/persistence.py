@@ -84,11 +84,11 @@ def _versions():
     import numpy
     import sklearn
 
-    import fdaimpute
+    from fdaimpute._version import __version__
 
     torch = sys.modules.get("torch")
     return {
-        "fdaimpute": fdaimpute.__version__,
+        "fdaimpute": __version__,
         "python": ".".join(map(str, sys.version_info[:3])),
         "numpy": numpy.__version__,
         "sklearn": sklearn.__version__,

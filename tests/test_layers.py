@@ -23,6 +23,7 @@ PACKAGE = Path(fdaimpute.__file__).parent
 LAYER = {
     "_core": 0,
     "_io": 0,
+    "_version": 0,
     "data": 0,
     "multivariate": 0,
     "interop": 0,
@@ -36,6 +37,8 @@ LAYER = {
     "_cli": 5,
     "cli": 5,
     "__main__": 5,
+    # the whole package, which imports every public module
+    "__init__": 5,
 }
 PUBLIC = 4
 METHOD_CORES = {"_pace", "_face", "_mfpca", "nn"}
@@ -73,7 +76,7 @@ def _imports():
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             for name in targets:
-                if name.startswith("fdaimpute."):
+                if name == "fdaimpute" or name.startswith("fdaimpute."):
                     yield source, _unit(name), path.name, node.lineno
 
 
