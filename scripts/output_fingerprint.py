@@ -8,19 +8,39 @@ both versions and compare the files::
     python scripts/output_fingerprint.py --compare before.npz after.npz
 
 Same machine, same thread counts: the comparison is bit for bit.
+
+The closed-form imputers' outputs are also summarised in
+``tests/data/closed_form_fingerprint.json``, which the suite checks to a
+rounding tolerance (``tests/test_fingerprint.py``). A change that means to
+move their numbers rewrites it::
+
+    python scripts/output_fingerprint.py --write-reference
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
+#: Imputers whose outputs follow from the data by closed-form numerics (no
+#: optimiser stopping on a tolerance, no network): they must agree across
+#: machines to rounding, so the suite checks them against a stored summary.
+CLOSED_FORM = ("kernel", "pace", "face", "mpace", "kernel_mv")
+REFERENCE = Path(__file__).parents[1] / "tests/data/closed_form_fingerprint.json"
+#: Random directions each output is projected on in the stored summary.
+N_PROJECTIONS = 4
 
-def outputs():
+
+def outputs(names=None):
     """Curves, derivatives and SDs of the nine imputers (and Auto) on one draw,
-    and of the imputers of several variables on a multivariate one."""
+    and of the imputers of several variables on a multivariate one.
+
+    ``names`` restricts the imputers to those named (all when None).
+    """
     import torch
 
     import fdaimpute as fi
@@ -43,17 +63,19 @@ def outputs():
     }
     out = {}
     for name, est in imputers.items():
+        if names is not None and name not in names:
+            continue
         est.fit(data)
         _curves_and_sd(est, data, out, name)
         try:
             out[f"{name}/derivative"] = np.asarray(est.derivative(data))
         except NotImplementedError:
             pass
-    out.update(multivariate_outputs())
+    out.update(multivariate_outputs(names))
     return out
 
 
-def multivariate_outputs():
+def multivariate_outputs(names=None):
     """The imputers of several variables on one multivariate draw.
 
     Curves, SDs, derivatives, values at the observations, and curves with
@@ -71,6 +93,8 @@ def multivariate_outputs():
     }
     out = {}
     for name, make in imputers.items():
+        if names is not None and name not in names:
+            continue
         est = make().fit(data)
         _curves_and_sd(est, data, out, name)
         out[f"{name}/derivative"] = np.asarray(est.derivative(data))
@@ -90,11 +114,38 @@ def _curves_and_sd(est, data, out, name, prefix=""):
     out[f"{name}/{prefix}curves"] = np.asarray(curves)
 
 
+def summary(arrays):
+    """Shape and projections on fixed random directions of each array: a few
+    numbers per output that move whenever the output does."""
+    out = {}
+    for key in sorted(arrays):
+        values = np.asarray(arrays[key], dtype=float)
+        rng = np.random.default_rng(sum(key.encode()))
+        directions = rng.standard_normal((N_PROJECTIONS, values.size))
+        out[key] = {
+            "shape": list(values.shape),
+            "norm": float(np.linalg.norm(values)),
+            "projections": (directions @ values.ravel()).tolist(),
+        }
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("files", nargs="+")
+    parser.add_argument("files", nargs="*")
     parser.add_argument("--compare", action="store_true")
+    parser.add_argument(
+        "--write-reference",
+        action="store_true",
+        help=f"rewrite {REFERENCE.name} from the closed-form imputers' outputs",
+    )
     args = parser.parse_args(argv)
+    if args.write_reference:
+        text = json.dumps(summary(outputs(CLOSED_FORM)), indent=1)
+        REFERENCE.write_text(text + "\n")
+        return 0
+    if not args.files:
+        parser.error("name an output file, or two with --compare")
     if not args.compare:
         np.savez(args.files[0], **outputs())
         return 0
