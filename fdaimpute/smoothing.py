@@ -14,12 +14,12 @@ import numpy as np
 
 # The kernels live with the engine; these are their public names.
 from fdaimpute._numerics.local_linear import (
-    KERNEL_RADIUS,  # noqa: F401
+    KERNEL_RADIUS,
     KERNELS,
     bandwidth_grid,
     bandwidth_scores,
-    epanechnikov,  # noqa: F401
-    gaussian,  # noqa: F401
+    epanechnikov,
+    gaussian,
     get_kernel,
     moment_sums,
     solve_local_linear,
@@ -27,8 +27,11 @@ from fdaimpute._numerics.local_linear import (
 
 __all__ = [
     "KERNELS",
+    "KERNEL_RADIUS",
     "bin_data",
     "bandwidth_candidates",
+    "epanechnikov",
+    "gaussian",
     "get_kernel",
     "local_linear",
     "select_bandwidth",

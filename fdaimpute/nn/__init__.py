@@ -28,7 +28,7 @@ from fdaimpute.nn.batching import (
 )
 from fdaimpute.nn.cnp import CNPModule, CNPTrainer, predict_cnp
 from fdaimpute.nn.encoding import SinusoidalEncoding, sinusoidal_encoding
-from fdaimpute.nn.inference import pooled_encoding
+from fdaimpute.nn.inference import pooled_encoding, predict_curves
 from fdaimpute.nn.output import ModuleOutput
 from fdaimpute.nn.regularizers import (
     LipReg,
@@ -50,7 +50,7 @@ from fdaimpute.nn.sand import (
     two_sided_integral,
 )
 from fdaimpute.nn.sand_smoothing import SANDTrainer
-from fdaimpute.nn.training import Trainer, predict_curves
+from fdaimpute.nn.training import Trainer
 from fdaimpute.nn.transformer import VTModule
 from fdaimpute.nn.uncertainty import ErrorVarianceHead, error_features, fit_error_head
 

@@ -27,12 +27,12 @@ import torch
 from fdaimpute.nn import distributed
 from fdaimpute.nn.batching import hide_observations, shuffled_batches
 from fdaimpute.nn.graphed import GraphedStep, graph_unsupported
-from fdaimpute.nn.inference import predict_curves, read_at
+from fdaimpute.nn.inference import read_at
 from fdaimpute.nn.optim import make_adam, make_schedule, set_total_steps
 from fdaimpute.nn.regularizers import RegularizerContext, regularizer_names
 from fdaimpute.nn.validation import held_out_error
 
-__all__ = ["Trainer", "predict_curves", "read_at"]
+__all__ = ["Trainer"]
 
 
 def _autocast_dtype(name):
