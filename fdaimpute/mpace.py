@@ -55,6 +55,9 @@ REFINE_SCORING_SUBJECTS = 1500
 #: process with covariates, 2,000 subjects, it scored 0.2-0.5% worse in
 #: one fold yet lowers the test error; on PBC's labs 10-12% worse).
 REFINE_TOLERANCE = 0.02
+#: Sizes of the refined loadings' basis tried (by the refinement's held-out
+#: check), as shares of one function per covariance bandwidth.
+KNOT_SHARES = (0.5, 0.65, 0.8, 1.0)
 _FIXED_PACE = ("grid", "extrapolate", "keep_observed", "random_state")
 
 
@@ -434,12 +437,15 @@ class MultivariatePACEImputer(BaseImputer):
             rest_eigenvalues=values[k:].copy(),
             rest_loadings=[x[:, k:].copy() for x in loads],
         )
-        self.n_knots_ = [self._knots(u) for u in self.univariate_]
+        candidates = self._knot_candidates()
+        self.n_knots_ = candidates[-1]
         self.refined_ = p > 1 and self.refine_steps > 0
         self.refine_scores_ = None
         if self.refined_:
-            self.refine_scores_ = self._score_refinement(model, data)
-            worse = self.refine_scores_[1] / self.refine_scores_[0] - 1
+            self.refine_scores_ = self._score_refinement(model, data, candidates)
+            best = int(np.argmin(self.refine_scores_[1:]))
+            self.n_knots_ = candidates[best]
+            worse = self.refine_scores_[1 + best] / self.refine_scores_[0] - 1
             self.refined_ = bool(worse <= REFINE_TOLERANCE)
         for _ in range(self.refine_steps if self.refined_ else 0):
             model = refine(model, data, self.n_knots_)
@@ -481,7 +487,20 @@ class MultivariatePACEImputer(BaseImputer):
         self.cv_scores_ = errors.mean(axis=0)
         return one_standard_error_k(errors, owner)
 
-    def _score_refinement(self, model, data):
+    def _knot_candidates(self):
+        """Basis sizes tried for the refined loadings, fewest first.
+
+        Each is a share (``KNOT_SHARES``) of one basis function per
+        covariance bandwidth across the diagonal, for every variable.
+        """
+        out = [None]
+        for share in KNOT_SHARES:
+            sizes = [self._knots(u, share) for u in self.univariate_]
+            if sizes not in out:
+                out.append(sizes)
+        return out
+
+    def _score_refinement(self, model, data, candidates):
         """Held-out error of ``model`` without and with refinement, by subject folds.
 
         Refinement fits the loadings to the observations themselves, so
@@ -503,16 +522,19 @@ class MultivariatePACEImputer(BaseImputer):
         n = len(data)
         folds = np.arange(n) % N_FOLDS
         large = n >= REFINE_SCORING_SUBJECTS
-        errors = [[], []]
+        errors = [[] for _ in range(1 + len(candidates))]
         for f in range(1 if large else N_FOLDS):
             val = data.take(np.flatnonzero(folds == f))
             if not np.any(val.n_obs >= 2):
                 continue
             train = data.take(np.flatnonzero(folds != f))
-            refined = model
-            for _ in range(self.refine_steps):
-                refined = refine(refined, train, self.n_knots_)
-            for which, candidate in enumerate((model, refined)):
+            models = [model]
+            for knots in candidates:
+                refined = model
+                for _ in range(self.refine_steps):
+                    refined = refine(refined, train, knots)
+                models.append(refined)
+            for which, candidate in enumerate(models):
                 rng = check_random_state(self.random_state)
                 err, _, _ = heldout_errors(candidate, val, rng)
                 errors[which].append(err[:, -1])
@@ -622,12 +644,14 @@ class MultivariatePACEImputer(BaseImputer):
         )
 
     @staticmethod
-    def _knots(pace):
-        """Knots of a variable's loadings in refinement: one per bandwidth across."""
+    def _knots(pace, share=1.0):
+        """Size of a variable's loadings basis in refinement: ``share`` of one
+        function per covariance bandwidth across the diagonal."""
         h = pace.bandwidth_cov_
         across = float(h[1]) if np.ndim(h) else float(h)
         grid = pace.work_grid_
-        return int(np.clip(np.ceil((grid[-1] - grid[0]) / across) + 1, 4, grid.size))
+        size = share * ((grid[-1] - grid[0]) / across + 1)
+        return int(np.clip(np.ceil(size), 4, grid.size))
 
     def _cross_bandwidth(self, j, k):
         """``(along, across)`` of the cross-covariance of variables ``j`` and ``k``."""

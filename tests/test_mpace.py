@@ -268,10 +268,30 @@ def test_component_choice_does_not_depend_on_the_seed():
 def test_refinement_is_kept_where_it_predicts_held_out_subjects_better(shared):
     sim, imp = shared
     # the shared-score process is where refinement pays (see the Notes)
-    assert imp.refine_scores_.shape == (2,)
-    assert imp.refined_ == (imp.refine_scores_[1] <= 1.02 * imp.refine_scores_[0])
+    candidates = imp._knot_candidates()
+    assert candidates[0] is None  # the means alone
+    sizes = [c[0] for c in candidates[1:]]
+    assert sizes == sorted(sizes) and len(set(map(tuple, candidates[1:]))) == len(sizes)
+    assert imp.refine_scores_.shape == (1 + len(candidates),)
+    best = int(np.argmin(imp.refine_scores_[1:]))
+    assert imp.n_knots_ == candidates[best]
+    assert imp.refined_ == (
+        imp.refine_scores_[1 + best] <= 1.02 * imp.refine_scores_[0]
+    )
     assert imp.refined_
     plain = MultivariatePACEImputer(
         random_state=0, refine_steps=0, pace_params={"n_work_grid": 51}
     ).fit(sim.train.data)
     assert not plain.refined_ and plain.refine_scores_ is None
+
+
+def test_refined_mean_of_the_sparse_variable_borrows_from_the_dense_ones(shared):
+    # the sparse variable's pooled mean is off by the average curve of the
+    # few subjects seen near each time; the refined mean takes off what the
+    # shared scores predict of each observation before smoothing
+    sim, imp = shared
+    grid = imp.grid_
+    truth = sim.process.mean(0, grid)
+    refined = _mse(imp._model.means[0](grid), truth)
+    pooled = _mse(imp.univariate_[0]._model.mean(grid), truth)
+    assert refined < 0.5 * pooled

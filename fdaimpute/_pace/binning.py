@@ -82,6 +82,36 @@ def make_bins(times, *, n_bins=None, lo=None, hi=None):
     return Bins(centres, index, weight, False)
 
 
+def bins_on(centres, times):
+    """Linear binning of ``times`` onto given increasing ``centres``.
+
+    A time equal to a centre goes wholly to it (so the exact bins of
+    :func:`make_bins` are reproduced for times among their centres); others
+    are split between their two neighbours, and times outside the centres
+    go to the nearer end.
+
+    Parameters
+    ----------
+    centres : ndarray of shape (n_bins,)
+        At least two increasing bin centres.
+    times : ndarray of shape (n_obs,)
+        Observation times.
+
+    Returns
+    -------
+    Bins
+    """
+    centres = np.asarray(centres, dtype=np.float64)
+    times = np.asarray(times, dtype=np.float64)
+    right = np.clip(np.searchsorted(centres, times, side="right"), 1, centres.size - 1)
+    left = right - 1
+    frac = (times - centres[left]) / (centres[right] - centres[left])
+    frac = np.clip(frac, 0.0, 1.0)
+    index = np.stack([left, right], axis=1)
+    weight = np.stack([1.0 - frac, frac], axis=1)
+    return Bins(centres, index, weight, False)
+
+
 def choose_bins(times, binning, n_work_grid, lo, hi, *, max_exact=None):
     """The bins of PACEImputer's ``binning`` parameter.
 

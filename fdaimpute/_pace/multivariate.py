@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.interpolate import BSpline
 
 from fdaimpute._fpca.eigen import (
     orient_by_peak,
@@ -36,7 +37,9 @@ from fdaimpute._fpca.folds import heldout_folds
 from fdaimpute._fpca.heldout import profile_factor
 from fdaimpute._fpca.scores import cumulative_predictions, truncated_error_variance
 from fdaimpute._numerics.interpolate import spline_columns
-from fdaimpute._pace.binning import CovMoments
+from fdaimpute._numerics.local_linear import bandwidth_grid
+from fdaimpute._pace.bandwidth import gcv_mean_bandwidth
+from fdaimpute._pace.binning import CovMoments, bins_on
 from fdaimpute._pace.joint import posterior_scores_by_variable
 from fdaimpute._pace.surface import RotatedSmoother
 
@@ -264,14 +267,22 @@ class MultivariatePACEModel:
 
     def _table(self, times, variable, with_rest):
         """Basis rows of the distinct (variable, time) pairs, and each one's row."""
-        key = np.stack([variable.astype(np.float64), times], axis=1)
-        uniq, index = np.unique(key, axis=0, return_inverse=True)
-        if uniq.shape[0] > MAX_TABLE_ROWS:
+        # the distinct times of each variable in turn: the pairs in
+        # (variable, time) order, without sorting the pairs as rows
+        index = np.empty(times.size, dtype=np.int64)
+        distinct = []
+        for j in range(self.n_variables):
+            on = variable == j
+            uniq, inverse = np.unique(times[on], return_inverse=True)
+            index[on] = inverse.ravel() + sum(u.size for u in distinct)
+            distinct.append(uniq)
+        if sum(u.size for u in distinct) > MAX_TABLE_ROWS:
             rest = self._rows(times, variable, "rest") if with_rest else None
             return self._rows(times, variable, "main"), rest, None
-        var = uniq[:, 0].astype(np.int64)
-        rest = self._rows(uniq[:, 1], var, "rest") if with_rest else None
-        return self._rows(uniq[:, 1], var, "main"), rest, index.ravel()
+        var = np.repeat(np.arange(self.n_variables), [u.size for u in distinct])
+        at = np.concatenate(distinct)
+        rest = self._rows(at, var, "rest") if with_rest else None
+        return self._rows(at, var, "main"), rest, index
 
     def residuals(self, times, values, variable):
         """``y - mu_v(t)`` of every observation."""
@@ -442,20 +453,85 @@ def heldout_errors(model_all, data, rng, *, max_subjects=3000):
     return errors * weight[:, None], owner, len(folds)
 
 
+def _loading_basis(work, size, times):
+    """A clamped cubic B-spline basis of ``size`` functions on ``work``'s range.
+
+    Returns the basis at ``times`` and on ``work`` (sparse matrices of
+    ``size`` columns; each row of the first has four entries, in adjacent
+    columns).
+    """
+    lo, hi = work[0], work[-1]
+    knots = np.concatenate([[lo] * 3, np.linspace(lo, hi, size - 2), [hi] * 3])
+    design = BSpline.design_matrix(np.clip(times, lo, hi), knots, 3).tocsr()
+    on_work = BSpline.design_matrix(np.clip(work, lo, hi), knots, 3).tocsr()
+    return design, on_work
+
+
+def _expected_gram(design, second):
+    """``sum_o (b_o b_o^T) kron E[xi xi^T]_o``, shape ``(g, k, g, k)``.
+
+    ``design`` (n, g) holds each observation's four adjacent basis values
+    ``b_o``; ``second`` (n, k, k) the second moments of its subject's
+    scores. Observations are taken by knot interval, where the four columns
+    are the same, so each interval is one dense product.
+    """
+    n, g = design.shape
+    k = second.shape[1]
+    first = design.indices.reshape(n, 4)[:, 0]
+    weight = design.data.reshape(n, 4)
+    pairs = (weight[:, :, None] * weight[:, None, :]).reshape(n, 16)
+    moments = second.reshape(n, k * k)
+    order = np.argsort(first, kind="stable")
+    starts, edges = np.unique(first[order], return_index=True)
+    gram = np.zeros((g, g, k, k))
+    for start, lo, hi in zip(starts, edges, np.append(edges[1:], n)):
+        rows = order[lo:hi]
+        block = (pairs[rows].T @ moments[rows]).reshape(4, 4, k, k)
+        gram[start : start + 4, start : start + 4] += block
+    return gram.transpose(0, 2, 1, 3)
+
+
+def _refit_means(model, data, scores):
+    """Each variable's mean smoothed again from ``y - psi_v(t)^T E[xi_i]``.
+
+    The M-step of the means. What the shared scores predict of each
+    observation is taken off before smoothing, so a sparse variable's mean
+    is no longer off by the average curve of the few subjects seen near
+    each time, which its dense partners' scores know. The values left are
+    close to independent (noise and the scores' error), so the bandwidth is
+    chosen again by generalised cross-validation on the variable's bins.
+    """
+    rows = model._rows(data.times, data.variable, "main")
+    descored = data.values - np.einsum("ok,ok->o", rows, scores)
+    means = []
+    for j, old in enumerate(model.means):
+        on = data.variable == j
+        bins = bins_on(old.centres, data.times[on])
+        y = descored[on]
+        weight, total = bins.spread(np.ones(y.size)), bins.spread(y)
+        candidates = bandwidth_grid(bins.centres[weight > 0], 20, gap="widest")
+        h = gcv_mean_bandwidth(
+            bins.centres, weight, total, bins.spread(y * y), candidates, old.kernel
+        )
+        means.append(replace(old, weight=weight, total=total, bandwidth=float(h)))
+    return means
+
+
 def refine(model, data, n_knots):
-    """One expectation-maximisation step of the loadings and noise variances.
+    """One expectation-maximisation step of the means, loadings and noise variances.
 
     With the scores' conditional moments ``E[xi_i]``, ``E[xi_i xi_i^T]``
-    under ``model`` (the E-step), each variable's loadings on its work grid
-    are the least-squares solution of ``y - mu_v(t) ~ b(t)^T L_v xi_i`` in
-    expectation (``b(t)`` the linear interpolation weights of ``t`` on
-    ``n_knots[v]`` equally spaced knots, the loadings piecewise linear
-    between them and then read on the work grid), and its noise variance
-    the expected mean squared residual;
-    the scores are then rotated to be uncorrelated, with the variances of
-    their second moments. The smoothed covariances give the start; the step
-    fits the loadings to all observations of all variables at once, which
-    the pairwise smoothing of cross-products does not.
+    under ``model`` (the E-step), each variable's mean is smoothed again
+    from its observations less what the scores predict of them
+    (``_refit_means``); then its loadings on its work grid are the
+    least-squares solution of ``y - mu_v(t) ~ b(t)^T L_v xi_i`` in
+    expectation (``b(t)`` a clamped cubic B-spline basis of ``n_knots[v]``
+    functions with equally spaced knots, read on the work grid), and its
+    noise variance the expected mean squared residual; the scores are then
+    rotated to be uncorrelated, with the variances of their second moments.
+    The smoothed covariances give the start; the step fits the loadings to
+    all observations of all variables at once, which the pairwise smoothing
+    of cross-products does not.
 
     Parameters
     ----------
@@ -463,8 +539,9 @@ def refine(model, data, n_knots):
         The model to refine (its ``rest_*`` are kept as they are).
     data : MultivariateIrregularData
         The training subjects.
-    n_knots : list of int
-        Each variable's number of knots (at most its work grid's size).
+    n_knots : list of int or None
+        Each variable's number of basis functions (at least 4, at most its
+        work grid's size); None refits the means only.
 
     Returns
     -------
@@ -475,39 +552,23 @@ def refine(model, data, n_knots):
     )
     n, k = mean.shape
     second = cov + mean[:, :, None] * mean[:, None, :]
-    resid = model.residuals(data.times, data.values, data.variable)
     subject = data.subject_index
+    model = replace(model, means=_refit_means(model, data, mean[subject]))
+    if n_knots is None:
+        return model
+    resid = model.residuals(data.times, data.values, data.variable)
     loadings, noise = [], []
     for j in range(model.n_variables):
         on = np.flatnonzero(data.variable == j)
         work = model.work_grids[j]
-        g = int(min(work.size, max(n_knots[j], 3)))
-        grid = np.linspace(work[0], work[-1], g)
-        pos = np.clip((data.times[on] - grid[0]) / (grid[1] - grid[0]), 0, g - 1)
-        left = np.minimum(np.floor(pos).astype(np.int64), g - 2)
-        index = np.stack([left, left + 1], axis=1)
-        weight = np.stack([left + 1 - pos, pos - left], axis=1)
+        g = int(min(work.size, max(n_knots[j], 4)))
+        design, on_work = _loading_basis(work, g, data.times[on])
         who = subject[on]
-        moments = second[who].reshape(on.size, k * k)
-        gram = np.zeros((g * g, k * k))
-        cross = np.zeros((g, k))
-        for a in range(2):
-            spread = sp.csr_matrix(
-                (weight[:, a] * resid[on], (index[:, a], np.arange(on.size))),
-                shape=(g, on.size),
-            )
-            cross += spread @ mean[who]
-            for b in range(2):
-                cell = index[:, a] * g + index[:, b]
-                pair = sp.csr_matrix(
-                    (weight[:, a] * weight[:, b], (cell, np.arange(on.size))),
-                    shape=(g * g, on.size),
-                )
-                gram += pair @ moments
-        gram = gram.reshape(g, g, k, k).transpose(0, 2, 1, 3).reshape(g * k, g * k)
+        cross = design.T @ (resid[on, None] * mean[who])
+        gram = _expected_gram(design, second[who]).reshape(g * k, g * k)
         gram[np.diag_indices_from(gram)] += 1e-8 * np.trace(gram) / (g * k)
         knots = np.linalg.solve(gram, cross.reshape(g * k)).reshape(g, k)
-        loads = np.stack([np.interp(work, grid, c) for c in knots.T], axis=1)
+        loads = on_work @ knots
         loadings.append(loads)
         rows = spline_columns(work, loads, data.times[on])
         fitted = np.einsum("ok,ok->o", rows, mean[who])
