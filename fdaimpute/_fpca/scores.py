@@ -87,17 +87,18 @@ def posterior_scores(
     cross = None
     if rest_basis is not None:
         cross = np.zeros((n, rest_basis.shape[1], q))
-    full = None
+    full = scaled = None
     if time_index is not None:
         full = (basis * lam) @ basis.T
+        scaled = basis[:, :q] * lam[:q]  # rows of Phi Lambda, gathered below
 
     def solve(rows, obs, jitter):
         # each task writes the rows of its own subjects only
         ti = obs if time_index is None else time_index[obs]
-        b = basis[ti]  # (g, m, p)
         r = resid[obs]  # (g, m)
         m = obs.shape[1]
         if jitter is None:
+            b = basis[ti]  # (g, m, p)
             # Woodbury: (Phi^T Phi + sigma2 Lambda^-1)^-1 Phi^T r, p x p systems
             a = np.swapaxes(b, 1, 2) @ b
             a[:, np.arange(p), np.arange(p)] += sigma2 / lam
@@ -115,11 +116,13 @@ def posterior_scores(
                 cross[rows] = np.swapaxes(rest_basis[ti], 1, 2) @ weights
             return
         if full is None:
+            b = basis[ti]  # (g, m, p)
             sigma = (b * lam) @ np.swapaxes(b, 1, 2)
+            blq = b[..., :q] * lam[:q]
         else:
             sigma = full[ti[:, :, None], ti[:, None, :]]
+            blq = scaled[ti]
         sigma[:, np.arange(m), np.arange(m)] += jitter
-        blq = b[..., :q] * lam[:q]
         rhs = np.concatenate([r[..., None], blq], axis=2) if with_cov else r[..., None]
         sol = np.linalg.solve(sigma, rhs)
         mean[rows] = np.einsum("gmp,gm->gp", blq, sol[..., 0])
@@ -264,12 +267,16 @@ def cumulative_predictions(
         new = (new_rows, offsets_new[rows], counts_new[rows])
         _predict_in_observation_space(resid, basis, new, lam, sigma2, out)
 
+    lower = np.tril_indices(p)  # L's rows one after another
+
     def predict(rows, obs):
         # each task writes the rows of its own subjects only
         g = rows.size
         # the p x p systems formed and factored a slice at a time (a slice's
-        # matrices stay in cache), each as it would be alone
-        chol = np.empty((g, p, p))
+        # matrices stay in cache), each as it would be alone; L's lower
+        # triangle kept with the subjects on the last axis, as the forward
+        # substitution reads it
+        chol = np.empty((lower[0].size, g))
         rhs_r = np.empty((g, p))
         for start in range(0, g, FACTOR_SUBJECTS):
             part = slice(start, start + FACTOR_SUBJECTS)
@@ -277,7 +284,7 @@ def cumulative_predictions(
             a = np.swapaxes(b, 1, 2) @ b
             jitter = 1e-10 * np.trace(a, axis1=1, axis2=2)[:, None] / p
             a[:, np.arange(p), np.arange(p)] += ridge + jitter
-            chol[part] = np.linalg.cholesky(a)
+            chol[:, part] = np.linalg.cholesky(a)[:, lower[0], lower[1]].T
             rhs_r[part] = np.einsum("gmp,gm->gp", b, resid_fit[obs[part]])
         sub_counts = counts_new[rows]
         hidden_counts = np.unique(sub_counts)
@@ -288,7 +295,7 @@ def cumulative_predictions(
                 sel, factor, right_r = slice(None), chol, rhs_r
             else:
                 sel = np.flatnonzero(sub_counts == m_new)
-                factor, right_r = chol[sel], rhs_r[sel]
+                factor, right_r = chol[:, sel], rhs_r[sel]
             idx = offsets_new[rows[sel]][:, None] + np.arange(m_new)
             # [Phi^T r, Phi_h^T] of each subject, the batch on the last axis
             right = np.empty((p, 1 + m_new, idx.shape[0]))
@@ -404,18 +411,20 @@ def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
 def _forward_substitution(chol, right):
     """Solve ``L x = rhs`` for a batch of lower-triangular ``L``, row by row.
 
-    ``chol`` is ``(g, p, p)``; the right-hand sides (``(p, c, g)``) and the
-    solution have the batch on the last axis: every step is then a pass with
-    a long contiguous inner loop (over a ``(g, p, c)`` layout NumPy's inner
+    The batch is on the last axis of ``L``'s rows (``chol``: the lower
+    triangle row after row, ``(p (p + 1) / 2, g)``), of the right-hand sides
+    (``(p, c, g)``) and of the solution: every step is then a pass with a
+    long contiguous inner loop (over a ``(g, p, c)`` layout NumPy's inner
     loops would have length ``c``).
     """
     out = np.empty_like(right)
-    for j in range(chol.shape[1]):
+    start = 0  # row j of L: chol[start : start + j + 1]
+    for j in range(right.shape[0]):
         acc = right[j]
         if j:
-            row = chol[:, j, :j].T.copy()  # (j, g)
-            acc = acc - np.einsum("kg,kcg->cg", row, out[:j])
-        out[j] = acc / chol[:, j, j]
+            acc = acc - np.einsum("kg,kcg->cg", chol[start : start + j], out[:j])
+        out[j] = acc / chol[start + j]
+        start += j + 1
     return out
 
 
