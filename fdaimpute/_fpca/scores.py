@@ -334,8 +334,11 @@ def cumulative_predictions(
 #: this is at most ``p`` (it costs ``p m^2`` per subject against the ``p^3 / 3``
 #: of the ``p x p`` Cholesky factor; on 3,000 subjects with ``p = 50`` it was
 #: 3.7 times faster at ``m = 3``, 1.5 times at ``m = 8``, slower from ``m = 12``,
-#: when it ran with the subjects on the first axis; it is faster now, and the
-#: crossover has not been measured again).
+#: when it ran with the subjects on the first axis; measured again with both
+#: as they are now, on 1,500 subjects with 3 hidden points, ``p = 50``, one
+#: thread: the recursion took 15 / 21 / 23 / 27 / 39 / 67 ms at ``m`` = 6 / 8
+#: / 10 / 12 / 16 / 24, the Cholesky path 29-33 ms at each, so the crossover
+#: is near ``m = 13``; 5 moves no subject of the paper's designs across it).
 OBSERVATION_SPACE_RATIO = 5
 #: Least ``sigma2 / lambda_1`` for that recursion (it starts from
 #: ``I / sigma2``; below this, rounding could grow with ``lambda_1 / sigma2``).
