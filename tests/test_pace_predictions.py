@@ -101,3 +101,66 @@ def test_pool_small_groups_keeps_every_subject_once_and_large_groups_whole():
             np.testing.assert_array_equal(slots[: own.size], own)
             assert np.all(slots[own.size :] == -1)
     assert sorted(np.concatenate([r for r, _ in pooled])) == list(range(75))
+
+
+def _each_subject_alone(
+    resid, table, index, off, table_new, index_new, off_new, lam, s2
+):
+    """The Cholesky path's numbers for one subject at a time, by SciPy's solves."""
+    from scipy.linalg import solve_triangular
+
+    p = lam.size
+    out = np.zeros((off_new[-1], p))
+    for i in range(off.size - 1):
+        b = table[index[off[i] : off[i + 1]]]
+        h = table_new[index_new[off_new[i] : off_new[i + 1]]]
+        a = b.T @ b
+        a[np.diag_indices(p)] += s2 / lam + 1e-10 * np.trace(a) / p
+        chol = np.linalg.cholesky(a)
+        y = solve_triangular(chol, b.T @ resid[off[i] : off[i + 1]], lower=True)
+        z = solve_triangular(chol, h.T, lower=True)  # (p, hidden)
+        out[off_new[i] : off_new[i + 1]] = np.cumsum(z * y[:, None], axis=0).T
+    return out
+
+
+def test_cholesky_path_in_slices_and_shares_is_each_subject_alone(monkeypatch):
+    """Factored in slices, packed, cut into equal shares: every subject as alone.
+
+    The p x p systems are formed and factored a few subjects at a time, L's
+    lower triangle is packed with the subjects last, the subjects are cut
+    into as many pieces as a multiple of the threads, and the basis comes
+    as a table of rows with an index: a wrong slice, row or subject would
+    move predictions by their own size, not by rounding.
+    """
+    rng = np.random.default_rng(3)
+    p, n = 12, 61
+    counts = rng.integers(3, 20, n)  # 5 m > p: all through the Cholesky path
+    counts_new = rng.integers(0, 5, n)  # subjects of a count differ in hidden
+    off = np.concatenate([[0], np.cumsum(counts)])
+    off_new = np.concatenate([[0], np.cumsum(counts_new)])
+    table = rng.normal(size=(40, p))
+    index = rng.integers(0, 40, off[-1])
+    index_new = rng.integers(0, 40, off_new[-1])
+    resid = rng.normal(size=off[-1])
+    lam = np.geomspace(1.0, 1e-3, p)
+    s2 = 0.5
+    by_index = dict(index_fit=index, index_new=index_new)
+    whole = cumulative_predictions(
+        resid, table, off, table, off_new, lam, s2, **by_index
+    )
+    # the rows themselves instead of a table: the same numbers
+    rows = cumulative_predictions(
+        resid, table[index], off, table[index_new], off_new, lam, s2
+    )
+    np.testing.assert_array_equal(rows, whole)
+    # slices of 3, pieces of at most 7 cut for 3 threads: the same numbers
+    monkeypatch.setattr(scores, "FACTOR_SUBJECTS", 3)
+    monkeypatch.setattr(scores, "CHUNK_SUBJECTS", 7)
+    monkeypatch.setattr(scores, "PARALLEL_MIN_OBSERVATIONS", 0)
+    monkeypatch.setattr(scores, "n_workers", lambda: 3)
+    cut = cumulative_predictions(resid, table, off, table, off_new, lam, s2, **by_index)
+    np.testing.assert_array_equal(cut, whole)
+    want = _each_subject_alone(
+        resid, table, index, off, table, index_new, off_new, lam, s2
+    )
+    np.testing.assert_allclose(whole, want, rtol=1e-10, atol=1e-12)

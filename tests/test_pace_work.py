@@ -25,10 +25,10 @@ def counted(monkeypatch):
         counts["covariance passes"] += 1
         return moments(*args, **kwargs)
 
-    def counting_predictions(r_fit, b_fit, off_fit, b_new, off_new, lam, sigma2):
+    def counting_predictions(r_fit, b_fit, off_fit, b_new, off_new, lam, sigma2, **kw):
         # the same eigenvalues, noise variance and subjects: the same scores
-        scored[(lam.tobytes(), float(sigma2), b_fit.shape)] += 1
-        return predictions(r_fit, b_fit, off_fit, b_new, off_new, lam, sigma2)
+        scored[(lam.tobytes(), float(sigma2), r_fit.shape)] += 1
+        return predictions(r_fit, b_fit, off_fit, b_new, off_new, lam, sigma2, **kw)
 
     # every module that calls it (imported here, so none binds the counter late)
     for module in (binning, bandwidth, chunked, numerics):

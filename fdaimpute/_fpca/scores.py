@@ -13,6 +13,7 @@ from fdaimpute._numerics.linalg import (
     PARALLEL_MIN_OBSERVATIONS,
     chunks_by_count,
     group_by_count,
+    n_workers,
     pool_small_groups,
     run_tasks,
 )
@@ -86,17 +87,18 @@ def posterior_scores(
     cross = None
     if rest_basis is not None:
         cross = np.zeros((n, rest_basis.shape[1], q))
-    full = None
+    full = scaled = None
     if time_index is not None:
         full = (basis * lam) @ basis.T
+        scaled = basis[:, :q] * lam[:q]  # rows of Phi Lambda, gathered below
 
     def solve(rows, obs, jitter):
         # each task writes the rows of its own subjects only
         ti = obs if time_index is None else time_index[obs]
-        b = basis[ti]  # (g, m, p)
         r = resid[obs]  # (g, m)
         m = obs.shape[1]
         if jitter is None:
+            b = basis[ti]  # (g, m, p)
             # Woodbury: (Phi^T Phi + sigma2 Lambda^-1)^-1 Phi^T r, p x p systems
             a = np.swapaxes(b, 1, 2) @ b
             a[:, np.arange(p), np.arange(p)] += sigma2 / lam
@@ -114,11 +116,13 @@ def posterior_scores(
                 cross[rows] = np.swapaxes(rest_basis[ti], 1, 2) @ weights
             return
         if full is None:
+            b = basis[ti]  # (g, m, p)
             sigma = (b * lam) @ np.swapaxes(b, 1, 2)
+            blq = b[..., :q] * lam[:q]
         else:
             sigma = full[ti[:, :, None], ti[:, None, :]]
+            blq = scaled[ti]
         sigma[:, np.arange(m), np.arange(m)] += jitter
-        blq = b[..., :q] * lam[:q]
         rhs = np.concatenate([r[..., None], blq], axis=2) if with_cov else r[..., None]
         sol = np.linalg.solve(sigma, rhs)
         mean[rows] = np.einsum("gmp,gm->gp", blq, sol[..., 0])
@@ -190,7 +194,16 @@ def truncated_error_variance(basis, rest, cov, cross, rest_lam):
 
 
 def cumulative_predictions(
-    resid_fit, basis_fit, offsets_fit, basis_new, offsets_new, lam, sigma2
+    resid_fit,
+    basis_fit,
+    offsets_fit,
+    basis_new,
+    offsets_new,
+    lam,
+    sigma2,
+    *,
+    index_fit=None,
+    index_new=None,
 ):
     """Predictions at held-out times for every number of components at once.
 
@@ -202,13 +215,39 @@ def cumulative_predictions(
     ``L[:K, :K]``, so all ``K = 1..p`` predictions are the cumulative sums
     over ``k`` of ``(L^-1 Phi_h^T)[k] (L^-1 Phi^T r)[k]``.
 
+    Parameters
+    ----------
+    resid_fit : ndarray of shape (n_fit_obs,)
+        Visible residuals, concatenated by subject.
+    basis_fit : ndarray of shape (n_fit_obs, p) or (n_rows, p)
+        The basis at the visible times, or a table of rows of it when
+        ``index_fit`` gives each visible observation's row.
+    offsets_fit : ndarray of shape (n_subjects + 1,)
+        CSR offsets of the visible observations.
+    basis_new, offsets_new
+        The same for the held-out observations (rows: ``index_new``).
+    lam : ndarray of shape (p,)
+        Eigenvalues.
+    sigma2 : float
+        Noise variance of the predictor.
+    index_fit, index_new : ndarray of int, default=None
+        Row of the table of each visible and held-out observation (with few
+        distinct times, no ``(n_obs, p)`` copy of the basis is made).
+
     Returns
     -------
     ndarray of shape (n_new_obs, p)
         Column ``K - 1``: the prediction (minus the mean) with ``K`` components.
     """
     p = lam.size
-    out = np.zeros((basis_new.shape[0], p))
+    out = np.zeros((offsets_new[-1], p))
+
+    def fit_rows(obs):
+        return basis_fit[obs if index_fit is None else index_fit[obs]]
+
+    def new_rows(obs):
+        return basis_new[obs if index_new is None else index_new[obs]]
+
     counts_new = np.diff(offsets_new)
     ridge = sigma2 / lam
     # the observation-space recursion divides by sigma2: only where the
@@ -222,32 +261,51 @@ def cumulative_predictions(
         # rows, which leave every prediction as it is
         absent = obs < 0
         take = np.where(absent, 0, obs)
-        basis = basis_fit[take]
+        basis = fit_rows(take)
         basis[absent] = 0.0
         resid = np.where(absent, 0.0, resid_fit[take])
-        new = (basis_new, offsets_new[rows], counts_new[rows])
+        new = (new_rows, offsets_new[rows], counts_new[rows])
         _predict_in_observation_space(resid, basis, new, lam, sigma2, out)
+
+    lower = np.tril_indices(p)  # L's rows one after another
 
     def predict(rows, obs):
         # each task writes the rows of its own subjects only
-        b = basis_fit[obs]
-        a = np.swapaxes(b, 1, 2) @ b
-        jitter = 1e-10 * np.trace(a, axis1=1, axis2=2)[:, None] / p
-        a[:, np.arange(p), np.arange(p)] += ridge + jitter
-        chol = np.linalg.cholesky(a)
-        rhs_r = np.einsum("gmp,gm->gp", b, resid_fit[obs])
+        g = rows.size
+        # the p x p systems formed and factored a slice at a time (a slice's
+        # matrices stay in cache), each as it would be alone; L's lower
+        # triangle kept with the subjects on the last axis, as the forward
+        # substitution reads it
+        chol = np.empty((lower[0].size, g))
+        rhs_r = np.empty((g, p))
+        for start in range(0, g, FACTOR_SUBJECTS):
+            part = slice(start, start + FACTOR_SUBJECTS)
+            b = fit_rows(obs[part])
+            a = np.swapaxes(b, 1, 2) @ b
+            jitter = 1e-10 * np.trace(a, axis1=1, axis2=2)[:, None] / p
+            a[:, np.arange(p), np.arange(p)] += ridge + jitter
+            chol[:, part] = np.linalg.cholesky(a)[:, lower[0], lower[1]].T
+            rhs_r[part] = np.einsum("gmp,gm->gp", b, resid_fit[obs[part]])
         sub_counts = counts_new[rows]
-        for m_new in np.unique(sub_counts):
+        hidden_counts = np.unique(sub_counts)
+        for m_new in hidden_counts:
             if m_new == 0:
                 continue
-            sel = np.flatnonzero(sub_counts == m_new)
+            if hidden_counts.size == 1:  # all of them: no copies
+                sel, factor, right_r = slice(None), chol, rhs_r
+            else:
+                sel = np.flatnonzero(sub_counts == m_new)
+                factor, right_r = chol[:, sel], rhs_r[sel]
             idx = offsets_new[rows[sel]][:, None] + np.arange(m_new)
-            rhs = np.concatenate(
-                [rhs_r[sel][..., None], np.swapaxes(basis_new[idx], 1, 2)], axis=2
-            )
-            sol = _forward_substitution(chol[sel], rhs)  # L^-1 [Phi^T r, Phi_h^T]
-            contrib = np.swapaxes(sol[..., 1:], 1, 2) * sol[:, None, :, 0]
-            out[idx] = np.cumsum(contrib, axis=2)
+            # [Phi^T r, Phi_h^T] of each subject, the batch on the last axis
+            right = np.empty((p, 1 + m_new, idx.shape[0]))
+            right[:, 0] = right_r.T
+            right[:, 1:] = new_rows(idx).transpose(2, 1, 0)
+            sol = _forward_substitution(factor, right)  # L^-1 [Phi^T r, Phi_h^T]
+            terms = sol[:, 1:] * sol[:, :1]  # (p, m_new, g)
+            for k in range(1, p):  # cumulative over k: long passes
+                terms[k] += terms[k - 1]
+            out[idx] = terms.transpose(2, 1, 0)
 
     # (``few`` depends on the count alone: a group is wholly in or out)
     size = OBSERVATION_SPACE_CHUNK
@@ -257,7 +315,17 @@ def cumulative_predictions(
             (c for c in chunks_by_count(offsets_fit, size) if few[c[0][0]]), size
         ),
     )
-    run_tasks(predict, [c for c in chunks_by_count(offsets_fit) if not few[c[0][0]]])
+    # the Cholesky path's subjects in as many pieces as a multiple of the
+    # threads (each thread an equal share), of at most CHUNK_SUBJECTS each
+    size = CHUNK_SUBJECTS
+    n_factored = int(np.count_nonzero(~few))
+    if n_factored and offsets_fit[-1] >= PARALLEL_MIN_OBSERVATIONS:
+        workers = n_workers()
+        pieces = workers * -(-n_factored // (workers * CHUNK_SUBJECTS))
+        size = -(-n_factored // pieces)
+    run_tasks(
+        predict, [c for c in chunks_by_count(offsets_fit, size) if not few[c[0][0]]]
+    )
     return out
 
 
@@ -266,14 +334,21 @@ def cumulative_predictions(
 #: this is at most ``p`` (it costs ``p m^2`` per subject against the ``p^3 / 3``
 #: of the ``p x p`` Cholesky factor; on 3,000 subjects with ``p = 50`` it was
 #: 3.7 times faster at ``m = 3``, 1.5 times at ``m = 8``, slower from ``m = 12``,
-#: when it ran with the subjects on the first axis; it is faster now, and the
-#: crossover has not been measured again).
+#: when it ran with the subjects on the first axis; measured again with both
+#: as they are now, on 1,500 subjects with 3 hidden points, ``p = 50``, one
+#: thread: the recursion took 15 / 21 / 23 / 27 / 39 / 67 ms at ``m`` = 6 / 8
+#: / 10 / 12 / 16 / 24, the Cholesky path 29-33 ms at each, so the crossover
+#: is near ``m = 13``; 5 moves no subject of the paper's designs across it).
 OBSERVATION_SPACE_RATIO = 5
 #: Least ``sigma2 / lambda_1`` for that recursion (it starts from
 #: ``I / sigma2``; below this, rounding could grow with ``lambda_1 / sigma2``).
 OBSERVATION_SPACE_MIN_NOISE = 1e-6
 #: Subjects per task of that recursion.
 OBSERVATION_SPACE_CHUNK = 1024
+#: Subjects whose ``p x p`` systems are formed and factored at once in the
+#: Cholesky path (their matrices stay in cache: at ``p = 50`` a slice of 64
+#: factored 1.6 times as fast per subject as one of 512).
+FACTOR_SUBJECTS = 64
 
 
 def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
@@ -295,15 +370,16 @@ def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
     basis : ndarray of shape (g, m, p)
         Their basis rows.
     hidden : tuple
-        ``(basis_new, starts_new, counts_new)``: the basis rows of all hidden
-        points (``(n_new_obs, p)``), where each of these subjects' hidden
-        points start there and how many there are (``(g,)`` each).
+        ``(new_rows, starts_new, counts_new)``: a function from hidden
+        points' positions to their basis rows (``(..., p)``), where each of
+        these subjects' hidden points start and how many there are
+        (``(g,)`` each).
     lam : ndarray of shape (p,)
     sigma2 : float
     out : ndarray of shape (n_new_obs, p)
         Written at the rows of these subjects' hidden points.
     """
-    basis_new, starts_new, counts_new = hidden
+    new_rows, starts_new, counts_new = hidden
     g, m, p = basis.shape
     # subjects on the last axis: every step below is an elementwise pass
     # with a long contiguous inner loop (on (g, m, m) NumPy's inner loops
@@ -318,7 +394,7 @@ def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
     slot = np.arange(counts_new.max(initial=0))[:, None]
     valid = slot < counts_new
     rows = np.where(valid, starts_new + slot, 0)
-    phi = basis_new[rows]  # (h, g, p)
+    phi = new_rows(rows)  # (h, g, p)
     phi[~valid] = 0.0
     phi = np.ascontiguousarray(phi.transpose(2, 0, 1)) * lam[:, None, None]
     w = np.zeros((slot.size, m, g))  # w_K of every hidden slot
@@ -335,23 +411,24 @@ def _predict_in_observation_space(resid, basis, hidden, lam, sigma2, out):
     out[rows[valid]] = pred.transpose(1, 2, 0)[valid]
 
 
-def _forward_substitution(chol, rhs):
+def _forward_substitution(chol, right):
     """Solve ``L x = rhs`` for a batch of lower-triangular ``L``, row by row.
 
-    The batch is on the last axis of the right-hand sides and of each row
-    of ``L`` as it is used: every step is then a pass with a long contiguous
-    inner loop (over the ``(g, p, c)`` layout NumPy's inner loops would have
-    length ``c``); the sums are the same, in the same order.
+    The batch is on the last axis of ``L``'s rows (``chol``: the lower
+    triangle row after row, ``(p (p + 1) / 2, g)``), of the right-hand sides
+    (``(p, c, g)``) and of the solution: every step is then a pass with a
+    long contiguous inner loop (over a ``(g, p, c)`` layout NumPy's inner
+    loops would have length ``c``).
     """
-    right = np.ascontiguousarray(rhs.transpose(1, 2, 0))  # (p, c, g)
     out = np.empty_like(right)
-    for j in range(chol.shape[1]):
+    start = 0  # row j of L: chol[start : start + j + 1]
+    for j in range(right.shape[0]):
         acc = right[j]
         if j:
-            row = chol[:, j, :j].T.copy()  # (j, g)
-            acc = acc - np.einsum("kg,kcg->cg", row, out[:j])
-        out[j] = acc / chol[:, j, j]
-    return out.transpose(2, 0, 1)
+            acc = acc - np.einsum("kg,kcg->cg", chol[start : start + j], out[:j])
+        out[j] = acc / chol[start + j]
+        start += j + 1
+    return out
 
 
 def neg2_loglik(resid, basis, offsets, lam, sigma2):

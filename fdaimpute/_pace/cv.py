@@ -101,6 +101,9 @@ class _Evaluator:
     def _components(self, along, across):
         """``sigma^2``, eigenvalues and the basis at the validation times (cached).
 
+        The basis is a table of its rows at the distinct validation times
+        (``inv_fit`` and ``inv_new`` give each observation's row).
+
         The bases are large: only the latest and the best-scoring so far are
         kept (one assignment each, so that candidates scored on several
         threads at once stay consistent).
@@ -118,12 +121,7 @@ class _Evaluator:
             value = None
         else:
             at_unique = spline_columns(self.work_grid, phi, self.unique_times)
-            value = (
-                sigma2,
-                values[: phi.shape[1]],
-                at_unique[self.inv_fit],
-                at_unique[self.inv_new],
-            )
+            value = (sigma2, values[: phi.shape[1]], at_unique)
         self.latest = (key, value)
         return value
 
@@ -146,14 +144,14 @@ class _Evaluator:
         parts = self._components(along, across)
         if parts is None:
             return None
-        moment, lam, b_fit, b_new = parts
+        moment, lam, table = parts
         s2 = max(moment, self.noise_floor) if sigma2 is None else sigma2
         key = (float(f"{along:.12g}"), float(f"{across:.12g}"), float(s2))
         with self.lock:
             known = self.errors.get(key)  # the noise search's winner comes back
         if known is not None:
             return known
-        out = self._squared_errors(lam, b_fit, b_new, s2)
+        out = self._squared_errors(lam, table, s2)
         score = float(np.min(out.mean(axis=0))) if sigma2 is None else np.inf
         with self.lock:
             if len(self.errors) >= ERROR_CACHE:
@@ -163,16 +161,29 @@ class _Evaluator:
                 self.best = (score, (key[:2], parts))
         return out
 
-    def _squared_errors(self, lam, b_fit, b_new, s2):
-        out = np.full((self.t_new.size, self.max_k), np.inf)
+    def _squared_errors(self, lam, table, s2):
         try:
             pred = cumulative_predictions(
-                self.r_fit, b_fit, self.off_fit, b_new, self.off_new, lam, s2
+                self.r_fit,
+                table,
+                self.off_fit,
+                table,
+                self.off_new,
+                lam,
+                s2,
+                index_fit=self.inv_fit,
+                index_new=self.inv_new,
             )
         except np.linalg.LinAlgError:
-            return out
-        err = (self.r_new[:, None] - pred) ** 2
-        out[:, : lam.size] = np.where(np.isfinite(err), err, np.inf)
+            return np.full((self.t_new.size, self.max_k), np.inf)
+        # in place: the table is hidden points x max_k
+        err = np.subtract(self.r_new[:, None], pred, out=pred)
+        np.square(err, out=err)
+        err[np.isnan(err)] = np.inf  # a square is never -inf
+        if lam.size == self.max_k:
+            return err
+        out = np.full((self.t_new.size, self.max_k), np.inf)
+        out[:, : lam.size] = err
         return out
 
     def band_terms(self, along, across, sigma2, k):
@@ -180,10 +191,10 @@ class _Evaluator:
         parts = self._components(along, across)
         if parts is None:
             return None
-        _, lam, b_fit, b_new = parts
+        _, lam, table = parts
         return band_terms(
-            (self.r_fit, b_fit, self.off_fit),
-            (self.r_new, b_new, self.off_new),
+            (self.r_fit, table[self.inv_fit], self.off_fit),
+            (self.r_new, table[self.inv_new], self.off_new),
             lam,
             sigma2,
             min(k, lam.size),
