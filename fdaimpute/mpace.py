@@ -111,7 +111,7 @@ class MultivariatePACEImputer(BaseImputer):
         otherwise a variable with large values dominates the components.
     refine_steps : int, default=3
         With several variables, expectation-maximisation steps that refit
-        the components' loadings and the noise variances to all
+        the means, the components' loadings and the noise variances to all
         observations at once, starting from the smoothed covariances (see
         Notes). One variable is never refined (its model is univariate
         PACE's).
@@ -156,12 +156,15 @@ class MultivariatePACEImputer(BaseImputer):
         Variances of the shared scores.
     fve_ : ndarray of shape (K,)
         Cumulative fraction of the joint variance explained.
-    n_knots_ : list of int
-        Each variable's knots in the refinement.
+    n_knots_ : list of int or None
+        Each variable's number of basis functions of its refined loadings
+        (None: the refinement refits the means only).
     refined_ : bool
         Whether the refinement was applied (see Notes).
-    refine_scores_ : ndarray of shape (2,) or None
-        Held-out error without and with refinement (subject folds).
+    refine_scores_ : ndarray or None
+        Held-out error (subject folds) without refinement, then with each
+        candidate refinement: the means alone, then loadings bases of
+        increasing size (see Notes).
     cv_scores_ : ndarray or None
         With ``n_components="auto"`` and several variables: the held-out
         score of each ``K`` up to the cap (``K - 1`` indexes it).
@@ -195,22 +198,25 @@ class MultivariatePACEImputer(BaseImputer):
     *Refinement.* Smoothing each pair of variables' cross-products
     separately leaves each block of the joint covariance with its own
     error, and the predictor of a sparse variable leans on exactly these
-    blocks. After ``K`` is chosen, ``refine_steps`` steps of
-    expectation-maximisation (as in reduced-rank models of sparse curves,
-    James, Hastie & Sugar 2000) refit each variable's loadings on its work
-    grid and its noise variance by least squares in expectation over the
-    scores' conditional distribution, using every observation of every
-    variable together. The loadings are piecewise linear between knots
-    spaced by the variable's covariance bandwidth across the diagonal (its
-    univariate fit's resolution; ``n_knots_``). On the simulated process of
-    ``benchmarks/bench_multivariate.py`` (seed 0) three steps lowered the
-    error of the sparse variable from 1.89 to 1.21 times the oracle's and
-    of the dense ones from 1.24 and 1.32 to 1.07; with knots on the whole
-    work grid, steps after the first raised it again. The refinement is
-    kept only where it predicts held-out subjects better (subject folds,
-    each refined on the others; ``refine_scores_``): on PBC's five labs it
-    raised the held-out error of three by 3-9% and is declined there (it
-    is declined when it scores more than 2% worse).
+    blocks; a sparse variable's pooled mean is also off by the average
+    curve of the few subjects seen near each time. After ``K`` is chosen,
+    ``refine_steps`` steps of expectation-maximisation (as in reduced-rank
+    models of sparse curves, James, Hastie & Sugar 2000) refit, using
+    every observation of every variable together, each variable's mean
+    (smoothed again from its values less what the shared scores predict of
+    them, bandwidth by generalised cross-validation), its loadings (least
+    squares in expectation over the scores' conditional distribution, in a
+    clamped cubic B-spline basis) and its noise variance. The basis size is
+    a share (``KNOT_SHARES``) of one function per covariance bandwidth
+    across the diagonal (the univariate fit's resolution), and, with the
+    choice of refitting the means alone, is chosen by held-out subjects
+    (subject folds, each refined on the others; ``refine_scores_``,
+    ``n_knots_``). The refinement is declined when the best candidate
+    predicts them more than 2% worse than no refinement. On the simulated
+    process of ``benchmarks/bench_multivariate.py`` it brings the sparse
+    variable from about 1.9 to about 1.07 times the oracle's error and the
+    dense ones from about 1.3 to about 1.03; on PBC's labs the means alone
+    are chosen (refitting the loadings scored worse there).
 
     *Covariates.* The mean of variable ``j`` is the varying-coefficient
     model ``mu0_j(t) + sum_k z_k beta_jk(t)`` (Jiang & Wang 2010): the
