@@ -168,7 +168,18 @@ def one_split(labs, covariates, split, seed):
         ).fit(every)
         pred[method] = _multi_predictions(imp, every, hidden)
         seconds[method] = time.perf_counter() - start
-        print(f"  split {split} {method}: K = {imp.n_components_}", flush=True)
+        refinement = (
+            "declined"
+            if not imp.refined_
+            else "means only"
+            if imp.n_knots_ is None
+            else f"means and loadings, {imp.n_knots_} basis functions"
+        )
+        print(
+            f"  split {split} {method}: K = {imp.n_components_}, "
+            f"refinement: {refinement}",
+            flush=True,
+        )
     rmse = {
         m: {
             n: float(np.sqrt(np.mean((pred[m][n] - hidden[n].values) ** 2)))
