@@ -130,3 +130,19 @@ def test_times_a_unit_apart_share_a_bin():
     assert curves.shape == (30, 101) and np.isfinite(curves).all()
     gain = fi.GAINImputer(max_iter=5, random_state=0).fit(data)
     assert np.isfinite(gain.transform(data)).all()
+
+
+def test_a_unit_in_the_last_place_does_not_move_the_fit():
+    # times read one unit off (as CSV parsing can) must not change the bins,
+    # or the chained equations change wholesale
+    rng = np.random.default_rng(1)
+    base = np.unique(np.round(rng.uniform(0, 1, 25), 2))
+    times = [np.sort(rng.choice(base, 4, replace=False)) for _ in range(40)]
+    values = [np.sin(6 * t) + rng.normal(0, 0.2, 4) for t in times]
+    nudged = [np.nextafter(t, 2.0) if i % 3 == 0 else t for i, t in enumerate(times)]
+    exact = IrregularData.from_lists(times, values)
+    off = IrregularData.from_lists(nudged, values)
+    a = MICEImputer(random_state=0).fit(exact)
+    b = MICEImputer(random_state=0).fit(off)
+    assert_allclose(b.bin_centres_, a.bin_centres_, rtol=0, atol=1e-12)
+    assert_allclose(b.transform(off), a.transform(exact), rtol=0, atol=1e-6)

@@ -18,6 +18,9 @@ from fdaimpute._numerics.interpolate import (
 
 __all__ = ["BinnedGridMixin"]
 
+#: Times closer than this share of the time range fall in one bin.
+TIME_TOLERANCE = 1e-9
+
 
 class BinnedGridMixin:
     """Time bins, binned matrices and piecewise-linear curves of filled rows.
@@ -34,10 +37,16 @@ class BinnedGridMixin:
         them (the centres are then the times themselves), else 51
         equal-width bins. Bins that no training subject observes are merged
         into a neighbour (see :meth:`_merge_empty_bins`): equal-width bins
-        between visits, and bins of distinct times so close (a unit in the
-        last place, ``0.1 + 0.2`` beside ``0.3``) that both fall in one.
+        between visits. Times closer than ``1e-9`` of the time range (a unit
+        in the last place, ``0.1 + 0.2`` beside ``0.3``, a time parsed one
+        bit off) count as one time: otherwise such a difference would add a
+        bin and change the filled matrix wholesale.
         """
         distinct = np.unique(data.times)
+        lo, hi = self.time_range_
+        if distinct.size > 1:
+            apart = np.diff(distinct) > TIME_TOLERANCE * (hi - lo)
+            distinct = distinct[np.r_[True, apart]]
         if self.n_bins is None:
             n_bins = distinct.size if distinct.size <= 101 else 51
         else:
@@ -71,7 +80,7 @@ class BinnedGridMixin:
     def _bin_of(self, times):
         """Bin index of each time; a time on an edge goes right in any unit."""
         lo, hi = self.time_range_
-        slack = 1e-9 * (hi - lo)
+        slack = TIME_TOLERANCE * (hi - lo)
         if self.bin_centres_.size > 1:
             # at most a quarter of the closest centres' gap: no centre moves
             slack = min(slack, float(np.diff(self.bin_centres_).min()) / 4)
