@@ -26,6 +26,7 @@ from fdaimpute._numerics.linalg import one_blas_thread
 from fdaimpute._pace.binning import choose_bins
 from fdaimpute._pace.multivariate import (
     MultivariatePACEModel,
+    calibrate_joint_bands,
     cross_moments,
     heldout_errors,
     joint_eigen,
@@ -217,6 +218,13 @@ class MultivariatePACEImputer(BaseImputer):
     variable from about 1.9 to about 1.07 times the oracle's error and the
     dense ones from about 1.3 to about 1.03; on PBC's labs the means alone
     are chosen (refitting the loadings scored worse there).
+
+    *Bands.* ``return_std=True`` gives each variable's posterior SD of the
+    shared scores through its loadings, plus a model-error variance and a
+    time profile calibrated per variable on held-out points of the joint
+    model: the models of the refinement check predict the hidden
+    observations of subjects they were not refined on (as for univariate
+    PACE, the Gaussian likelihood of those residuals chooses the variance).
 
     *Covariates.* The mean of variable ``j`` is the varying-coefficient
     model ``mu0_j(t) + sum_k z_k beta_jk(t)`` (Jiang & Wang 2010): the
@@ -447,14 +455,25 @@ class MultivariatePACEImputer(BaseImputer):
         self.n_knots_ = candidates[-1]
         self.refined_ = p > 1 and self.refine_steps > 0
         self.refine_scores_ = None
+        # the models that predicted subjects they were not refined on, with
+        # those subjects: what the bands are calibrated on
+        judged = [(model, data)]
         if self.refined_:
-            self.refine_scores_ = self._score_refinement(model, data, candidates)
+            self.refine_scores_, fitted = self._score_refinement(
+                model, data, candidates
+            )
             best = int(np.argmin(self.refine_scores_[1:]))
             self.n_knots_ = candidates[best]
             worse = self.refine_scores_[1 + best] / self.refine_scores_[0] - 1
             self.refined_ = bool(worse <= REFINE_TOLERANCE)
+            which = 1 + best if self.refined_ else 0
+            judged = [(models[which], val) for val, models in fitted]
         for _ in range(self.refine_steps if self.refined_ else 0):
             model = refine(model, data, self.n_knots_)
+        if p > 1:
+            model = calibrate_joint_bands(
+                model, judged, check_random_state(self.random_state), self.time_range_
+            )
         self._model = model
         for _ in range(BACKFIT_STEPS if design is not None else 0):
             self._backfit(given, design)
@@ -522,13 +541,18 @@ class MultivariatePACEImputer(BaseImputer):
 
         Returns
         -------
-        ndarray of shape (2,)
-            Mean relative squared error without and with refinement.
+        scores : ndarray of shape (1 + len(candidates),)
+            Mean relative squared error without refinement, then with each
+            candidate's.
+        folds : list of tuple
+            Each fold's validation subjects and the models that predicted
+            them (unrefined first, then each candidate's), for the bands.
         """
         n = len(data)
         folds = np.arange(n) % N_FOLDS
         large = n >= REFINE_SCORING_SUBJECTS
         errors = [[] for _ in range(1 + len(candidates))]
+        fitted = []
         for f in range(1 if large else N_FOLDS):
             val = data.take(np.flatnonzero(folds == f))
             if not np.any(val.n_obs >= 2):
@@ -544,7 +568,8 @@ class MultivariatePACEImputer(BaseImputer):
                 rng = check_random_state(self.random_state)
                 err, _, _ = heldout_errors(candidate, val, rng)
                 errors[which].append(err[:, -1])
-        return np.array([np.concatenate(e).mean() for e in errors])
+            fitted.append((val, models))
+        return np.array([np.concatenate(e).mean() for e in errors]), fitted
 
     def _fit_cross(self, data, models, grids, blocks):
         lo, hi = self.time_range_

@@ -34,7 +34,7 @@ from fdaimpute._fpca.eigen import (
     weighted_eigenpairs,
 )
 from fdaimpute._fpca.folds import heldout_folds
-from fdaimpute._fpca.heldout import profile_factor
+from fdaimpute._fpca.heldout import band_profile, fit_band_weights, profile_factor
 from fdaimpute._fpca.scores import cumulative_predictions, truncated_error_variance
 from fdaimpute._numerics.interpolate import spline_columns
 from fdaimpute._numerics.local_linear import bandwidth_grid
@@ -451,6 +451,80 @@ def heldout_errors(model_all, data, rng, *, max_subjects=3000):
     weight = var_hidden.size / (present.sum() * per_variable[var_hidden])
     owner = np.searchsorted(val, owner)
     return errors * weight[:, None], owner, len(folds)
+
+
+def heldout_band_terms(model, data, rng, *, max_subjects=3000):
+    """Each hidden observation's residual and its curve's posterior variance.
+
+    The observations are hidden as for :func:`heldout_errors`; each fold's
+    hidden values are predicted by ``model`` from the subject's other
+    observations of every variable.
+
+    Returns
+    -------
+    variable, times, resid, kept : ndarray of shape (n_hidden,)
+        The hidden observations' variables and times, their values less the
+        prediction, and the prediction's posterior variance (the ``K``
+        scores' covariance mapped through the loadings).
+    """
+    val, folds = heldout_folds(data.offsets, rng, max_subjects)
+    subject = data.subject_index
+    times, variable = data.times, data.variable
+    in_val = np.zeros(len(data), dtype=bool)
+    in_val[val] = True
+    parts = []
+    for hidden_at in folds:
+        hide = np.zeros(times.size, dtype=bool)
+        hide[hidden_at] = True
+        vis = ~hide & in_val[subject]
+        counts = np.bincount(subject[vis], minlength=len(data))[val]
+        mean, cov = model.scores(
+            times[vis],
+            data.values[vis],
+            variable[vis],
+            np.concatenate([[0], np.cumsum(counts)]),
+            with_cov=True,
+        )
+        owner = np.searchsorted(val, subject[hide])
+        rows = model._rows(times[hide], variable[hide], "main")
+        resid = model.residuals(times[hide], data.values[hide], variable[hide])
+        resid = resid - np.einsum("ok,ok->o", rows, mean[owner])
+        kept = np.einsum("ok,okl,ol->o", rows, cov[owner], rows)
+        parts.append((variable[hide], times[hide], resid, kept))
+    return tuple(np.concatenate(column) for column in zip(*parts))
+
+
+def calibrate_joint_bands(model, judged, rng, time_range):
+    """``model`` with each variable's band terms fitted to held-out points.
+
+    ``judged`` pairs models with subjects to hide observations of (as for
+    :func:`heldout_errors`), ideally subjects a model's refinement did not
+    see. Per variable, the model-error variance ``tau_j^2`` maximises the
+    Gaussian likelihood of the hidden residuals with variance ``kept +
+    tau_j^2 + sigma_j^2`` (:func:`~fdaimpute._fpca.heldout.fit_band_weights`),
+    and the time profile is :func:`~fdaimpute._fpca.heldout.band_profile` of
+    them; the left-out components' share is inside ``tau_j^2``
+    (``rest_weight`` 0). A variable with no hidden point keeps its terms.
+    """
+    terms = [heldout_band_terms(m, d, rng) + (m,) for m, d in judged]
+    variable, times, resid, kept = (
+        np.concatenate([t[i] for t in terms]) for i in range(4)
+    )
+    noise = np.concatenate([t[4].noise_variance[t[0]] for t in terms])
+    misfit = model.misfit_variance.copy()
+    profiles = list(model.band_profiles)
+    for j in range(model.n_variables):
+        on = variable == j
+        if not on.any():
+            continue
+        _, misfit[j] = fit_band_weights(
+            resid[on], kept[on], np.zeros(on.sum()), noise[on], has_rest=False
+        )
+        variance = kept[on] + misfit[j] + noise[on]
+        profiles[j] = band_profile(times[on], resid[on], variance, time_range)
+    return replace(
+        model, misfit_variance=misfit, band_profiles=profiles, rest_weight=0.0
+    )
 
 
 def _loading_basis(work, size, times):
