@@ -467,7 +467,7 @@ class MultivariatePACEImputer(BaseImputer):
             worse = self.refine_scores_[1 + best] / self.refine_scores_[0] - 1
             self.refined_ = bool(worse <= REFINE_TOLERANCE)
             which = 1 + best if self.refined_ else 0
-            judged = [(models[which], val) for val, models in fitted]
+            judged = [(models[which], val) for val, models in fitted] or judged
         for _ in range(self.refine_steps if self.refined_ else 0):
             model = refine(model, data, self.n_knots_)
         if p > 1:
@@ -676,8 +676,7 @@ class MultivariatePACEImputer(BaseImputer):
 
     @staticmethod
     def _knots(pace, share=1.0):
-        """Size of a variable's loadings basis in refinement: ``share`` of one
-        function per covariance bandwidth across the diagonal."""
+        """Refined loadings basis size: ``share`` of one per bandwidth across."""
         h = pace.bandwidth_cov_
         across = float(h[1]) if np.ndim(h) else float(h)
         grid = pace.work_grid_

@@ -506,11 +506,11 @@ def calibrate_joint_bands(model, judged, rng, time_range):
     them; the left-out components' share is inside ``tau_j^2``
     (``rest_weight`` 0). A variable with no hidden point keeps its terms.
     """
-    terms = [heldout_band_terms(m, d, rng) + (m,) for m, d in judged]
-    variable, times, resid, kept = (
-        np.concatenate([t[i] for t in terms]) for i in range(4)
-    )
-    noise = np.concatenate([t[4].noise_variance[t[0]] for t in terms])
+    parts = []
+    for judge, subjects in judged:
+        var, at, res, post = heldout_band_terms(judge, subjects, rng)
+        parts.append((var, at, res, post, judge.noise_variance[var]))
+    variable, times, resid, kept, noise = map(np.concatenate, zip(*parts))
     misfit = model.misfit_variance.copy()
     profiles = list(model.band_profiles)
     for j in range(model.n_variables):
