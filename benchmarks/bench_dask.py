@@ -292,9 +292,10 @@ def report_fits(rows, args):
             "`dask.dataframe.read_parquet` (one partition per row group); its "
             "wall time leaves out starting the cluster (the notes give it). Peak "
             "RSS is per process and includes the imports. Each measurement ran "
-            "in a fresh process; the machine's two cores were shared with other "
-            "jobs (and, for Dask, between the workers and the client), so "
-            "compare within one run only.\n\n" + table + "\n"
+            "in a fresh process; for Dask the workers and the client share the "
+            "machine's cores (other jobs may too: see the load average below), "
+            "so compare within one run only.\n\n" + table + "\n\n"
+            f"Load average at the end of the run: {os.getloadavg()[0]:.1f}.\n"
         )
         write_section("dask", "PACE on a Dask cluster", body)
 
