@@ -304,9 +304,9 @@ def test_bands_are_calibrated_on_the_joint_models_held_out_points():
     sim = fi.simulate.multivariate_gaussian(
         n=3000, split=(2 / 3, 0.0, 1 / 3), random_state=0
     )
-    imp = MultivariatePACEImputer(
-        random_state=0, pace_params={"n_work_grid": 51}
-    ).fit(sim.train.data)
+    imp = MultivariatePACEImputer(random_state=0, pace_params={"n_work_grid": 51}).fit(
+        sim.train.data
+    )
     curves, sd = imp.transform_3d(sim.test.data, return_std=True, grid=sim.grid)
     coverage = np.mean(np.abs(curves - sim.test.truth) <= 1.96 * sd, axis=(0, 2))
     assert np.all((coverage >= 0.93) & (coverage <= 0.985)), coverage
