@@ -37,8 +37,7 @@ from fdaimpute._fpca.folds import heldout_folds
 from fdaimpute._fpca.heldout import band_profile, fit_band_weights, profile_factor
 from fdaimpute._fpca.scores import cumulative_predictions, truncated_error_variance
 from fdaimpute._numerics.interpolate import spline_columns
-from fdaimpute._numerics.local_linear import bandwidth_grid
-from fdaimpute._pace.bandwidth import gcv_mean_bandwidth
+from fdaimpute._pace.bandwidth import mean_bandwidth
 from fdaimpute._pace.binning import CovMoments, bins_on
 from fdaimpute._pace.joint import posterior_scores_by_variable
 from fdaimpute._pace.surface import RotatedSmoother
@@ -407,7 +406,6 @@ def heldout_errors(model_all, data, rng, *, max_subjects=3000):
     n_folds : int
         Number of folds (1: one random draw).
     """
-    val, folds = heldout_folds(data.offsets, rng, max_subjects)
     subject = data.subject_index
     times, variable = data.times, data.variable
     resid = model_all.residuals(times, data.values, variable)
@@ -421,36 +419,49 @@ def heldout_errors(model_all, data, rng, *, max_subjects=3000):
             for j in range(model_all.n_variables)
         ]
     )
-    in_val = np.zeros(len(data), dtype=bool)
-    in_val[val] = True
-    errors, owners = [], []
-    for hidden_at in folds:
-        hide = np.zeros(times.size, dtype=bool)
-        hide[hidden_at] = True
-        vis = ~hide & in_val[subject]
-
-        def offsets(mask):
-            counts = np.bincount(subject[mask], minlength=len(data))[val]
-            return np.concatenate([[0], np.cumsum(counts)])
-
+    errors, owners, var_hidden = [], [], []
+    for val, hide, vis in _fold_masks(data, rng, max_subjects):
         pred = cumulative_predictions(
             resid[vis] / sd[vis],
             rows[vis] / sd[vis, None],
-            offsets(vis),
+            _offsets_of(data, vis, val),
             rows[hide],
-            offsets(hide),
+            _offsets_of(data, hide, val),
             model_all.eigenvalues,
             1.0,
         )
         errors.append((resid[hide, None] - pred) ** 2 / raw[variable[hide], None])
         owners.append(subject[hide])
+        var_hidden.append(variable[hide])
     errors, owner = np.concatenate(errors), np.concatenate(owners)
-    var_hidden = np.concatenate([variable[f] for f in folds])
+    var_hidden = np.concatenate(var_hidden)
     per_variable = np.bincount(var_hidden, minlength=model_all.n_variables)
     present = per_variable > 0
     weight = var_hidden.size / (present.sum() * per_variable[var_hidden])
     owner = np.searchsorted(val, owner)
-    return errors * weight[:, None], owner, len(folds)
+    return errors * weight[:, None], owner, len(owners)
+
+
+def _fold_masks(data, rng, max_subjects):
+    """Each fold of :func:`~fdaimpute._fpca.folds.heldout_folds` as masks.
+
+    Yields the validation subjects (sorted) and the masks of the fold's
+    hidden observations and of their subjects' visible ones.
+    """
+    val, folds = heldout_folds(data.offsets, rng, max_subjects)
+    in_val = np.zeros(len(data), dtype=bool)
+    in_val[val] = True
+    subject = data.subject_index
+    for hidden_at in folds:
+        hide = np.zeros(subject.size, dtype=bool)
+        hide[hidden_at] = True
+        yield val, hide, ~hide & in_val[subject]
+
+
+def _offsets_of(data, mask, val):
+    """CSR offsets of the observations in ``mask`` of the subjects ``val``."""
+    counts = np.bincount(data.subject_index[mask], minlength=len(data))[val]
+    return np.concatenate([[0], np.cumsum(counts)])
 
 
 def heldout_band_terms(model, data, rng, *, max_subjects=3000):
@@ -467,22 +478,15 @@ def heldout_band_terms(model, data, rng, *, max_subjects=3000):
         prediction, and the prediction's posterior variance (the ``K``
         scores' covariance mapped through the loadings).
     """
-    val, folds = heldout_folds(data.offsets, rng, max_subjects)
     subject = data.subject_index
     times, variable = data.times, data.variable
-    in_val = np.zeros(len(data), dtype=bool)
-    in_val[val] = True
     parts = []
-    for hidden_at in folds:
-        hide = np.zeros(times.size, dtype=bool)
-        hide[hidden_at] = True
-        vis = ~hide & in_val[subject]
-        counts = np.bincount(subject[vis], minlength=len(data))[val]
+    for val, hide, vis in _fold_masks(data, rng, max_subjects):
         mean, cov = model.scores(
             times[vis],
             data.values[vis],
             variable[vis],
-            np.concatenate([[0], np.cumsum(counts)]),
+            _offsets_of(data, vis, val),
             with_cov=True,
         )
         owner = np.searchsorted(val, subject[hide])
@@ -582,11 +586,10 @@ def _refit_means(model, data, scores):
         on = data.variable == j
         bins = bins_on(old.centres, data.times[on])
         y = descored[on]
-        weight, total = bins.spread(np.ones(y.size)), bins.spread(y)
-        candidates = bandwidth_grid(bins.centres[weight > 0], 20, gap="widest")
-        h = gcv_mean_bandwidth(
-            bins.centres, weight, total, bins.spread(y * y), candidates, old.kernel
-        )
+        sums = (bins.spread(np.ones(y.size)), bins.spread(y), bins.spread(y * y))
+        # the GCV rule uses neither the subjects nor a random state
+        h = mean_bandwidth("gcv", bins, sums, y, None, None, old.kernel, None)
+        weight, total, _ = sums
         means.append(replace(old, weight=weight, total=total, bandwidth=float(h)))
     return means
 
