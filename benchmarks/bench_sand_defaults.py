@@ -40,6 +40,14 @@ A few variants at n = 10,000::
 Table everything saved into docs/benchmarks.md::
 
     python benchmarks/bench_sand_defaults.py --from-saved --write
+
+On a GPU (``--device cuda``; the estimators' own CUDA defaults, a CUDA graph
+and bfloat16, apply) the rows go to ``results/sand_defaults/cuda/`` and are
+tabled in their own section::
+
+    python benchmarks/bench_sand_defaults.py --n 10000 --device cuda \\
+        --variants default --jobs 8
+    python benchmarks/bench_sand_defaults.py --device cuda --from-saved --write
 """
 
 from __future__ import annotations
@@ -166,10 +174,15 @@ def scores(truth, curves):
     return {**s, "rough": roughness(curves)}
 
 
-def path_of(n, sparsity, seed, variant, model):
+def results_dir(device):
+    """Where the rows of fits on ``device`` are saved."""
+    return RESULTS if device == "cpu" else RESULTS / device
+
+
+def path_of(n, sparsity, seed, variant, model, device="cpu"):
     """Where the row of one fit is saved."""
     name = f"n{n}_{sparsity.replace('-', '')}_s{seed}_{variant}_{model}.json"
-    return RESULTS / name.replace(", ", "+").replace("=", "-")
+    return results_dir(device) / name.replace(", ", "+").replace("=", "-")
 
 
 def run_task(task):
@@ -177,7 +190,7 @@ def run_task(task):
     import torch
 
     torch.set_num_threads(1)
-    n, sparsity, seed, variant, model, n_test, command = task
+    n, sparsity, seed, variant, model, device, n_test, command = task
     fit_data, test, truth, process = draw(n, sparsity, seed, n_test)
     row = {
         "n": n,
@@ -186,6 +199,7 @@ def run_task(task):
         "variant": variant,
         "model": model,
         "n_test": len(test),
+        "device": device,
     }
     if model == "oracle":
         curves = fi.oracle.ConditionalMean(process).transform(test)
@@ -197,7 +211,7 @@ def run_task(task):
         if model == "VT":
             settings = {k: v for k, v in settings.items() if k in VT_PARAMS}
         cls = sand_cls if model == "SAND" else VTImputer
-        est = cls(**{"base": None, "random_state": seed, **settings})
+        est = cls(**{"base": None, "random_state": seed, "device": device, **settings})
         start = time.perf_counter()
         est.fit(fit_data)
         seconds = time.perf_counter() - start
@@ -213,7 +227,7 @@ def run_task(task):
             }
         )
     row.update({"machine": machine(), "command": command})
-    path = path_of(n, sparsity, seed, variant, model)
+    path = path_of(n, sparsity, seed, variant, model, device)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(row, indent=1))
     return row
@@ -225,11 +239,11 @@ def tasks(args):
     todo = []
     for sparsity in args.sparsity:
         for seed in args.seeds:
-            todo.append((args.n, sparsity, seed, "oracle", "oracle"))
+            todo.append((args.n, sparsity, seed, "oracle", "oracle", args.device))
             for variant in args.variants:
                 models = VARIANTS[variant][1]
                 todo.extend(
-                    (args.n, sparsity, seed, variant, m)
+                    (args.n, sparsity, seed, variant, m, args.device)
                     for m in args.models
                     if m in models
                 )
@@ -237,9 +251,10 @@ def tasks(args):
     return [(*t, args.n_test, command) for t in todo]
 
 
-def load_rows():
-    """Every saved row."""
-    return [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
+def load_rows(device="cpu"):
+    """Every saved row of fits on ``device``."""
+    paths = sorted(results_dir(device).glob("*.json"))
+    return [json.loads(p.read_text()) for p in paths]
 
 
 def _mean_range(values, fmt):
@@ -253,7 +268,9 @@ def _mean_range(values, fmt):
 
 
 def _ridge(row):
-    """What SAND's layer ended as: a ridge, "layer" (trained) or "start"."""
+    """What SAND's layer ended as: a ridge, "layer" (trained), "start" or "?"."""
+    if "smoothing" not in row:  # a row rebuilt from a printed line
+        return "?"
     if not row["kept"]:
         return "start"
     return "layer" if row["smoothing"] is None else f"{row['smoothing']:g}"
@@ -396,6 +413,12 @@ def main(argv=None):
         "--jobs", type=int, default=1, help="fits at a time (one torch thread each)"
     )
     parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=["cpu", "cuda"],
+        help="where the networks train; CUDA rows are saved and tabled apart",
+    )
+    parser.add_argument(
         "--from-saved", action="store_true", help="fit nothing: table the saved rows"
     )
     parser.add_argument(
@@ -415,7 +438,7 @@ def main(argv=None):
                     f"rough {r['rough']:.2f} fit {r.get('fit s', 0):.0f} s",
                     flush=True,
                 )
-    rows = load_rows()
+    rows = load_rows(args.device)
     sizes = sorted({r["n"] for r in rows if r["model"] == "SAND"})
     commands = sorted({r["command"] for r in rows if r["n"] in sizes})
     parts = ["Rows from:\n\n" + "\n".join(f"- `{c}`" for c in commands)]
@@ -431,9 +454,11 @@ def main(argv=None):
     print(body)
     if args.write:
         machines = {r["machine"] for r in rows}
+        on_gpu = args.device != "cpu"
         write_section(
-            "sand-defaults",
-            "SAND and VT at their defaults, one default varied at a time",
+            "sand-defaults-gpu" if on_gpu else "sand-defaults",
+            "SAND and VT at their defaults"
+            + (" on a GPU" if on_gpu else ", one default varied at a time"),
             body,
             measured_on=machines.pop() if len(machines) == 1 else None,
         )

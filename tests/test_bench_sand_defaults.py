@@ -61,3 +61,19 @@ def test_the_oracle_table_sets_the_tv_target_beside_a_flat_curves_tv():
     rows += [_row(2000, 1, "default", "VT", 1.0, 220.0)]
     line = bsd.oracle_table(rows, 2000).splitlines()[-1]
     assert line == "| 8-12 | 2 | 1.0 | 150.0 | 1.0 | 2.0 | 210.0 | 210.0 | 189.0 |"
+
+
+def test_rows_of_another_device_are_saved_and_tabled_apart(tmp_path, monkeypatch):
+    monkeypatch.setattr(bsd, "RESULTS", tmp_path)
+    on_cpu = bsd.path_of(2000, "8-12", 0, "default", "SAND")
+    on_gpu = bsd.path_of(2000, "8-12", 0, "default", "SAND", "cuda")
+    assert on_cpu.parent == tmp_path and on_gpu.parent == tmp_path / "cuda"
+    on_gpu.parent.mkdir()
+    on_gpu.write_text('{"n": 2000}')
+    assert bsd.load_rows("cpu") == [] and bsd.load_rows("cuda") == [{"n": 2000}]
+
+
+def test_a_row_without_its_ridge_says_so():
+    rebuilt = _row(2000, 0, "default", "SAND", 90.0, 180.0)
+    del rebuilt["smoothing"]
+    assert bsd._ridge(rebuilt) == "?"
