@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -394,7 +395,9 @@ def main(argv=None):
     if args.load_rows:
         for path in args.load_rows:
             saved = json.loads(Path(path).read_text())
-            rows.extend(saved["rows"])
+            seed = re.search(r"--seed (\d+)", saved["command"])
+            seed = int(seed.group(1)) if seed else 0
+            rows.extend({"seed": seed, **r} for r in saved["rows"])
             commands.append(saved["command"])
             machines.add(saved.get("machine"))
     else:
@@ -408,15 +411,23 @@ def main(argv=None):
             )
     seen, unique = set(), []
     for row in rows:  # each saved run repeats the oracle row
-        key = (row["n_i"], row["method"])
+        key = (row["n_i"], row["method"], row.get("seed", args.seed))
         if key not in seen:
             seen.add(key)
             unique.append(row)
     rows = unique
     order = {s: i for i, s in enumerate(SPARSITIES)}
     methods = ["oracle", "pace", "kernel", "VT", "SAND"]
-    rows.sort(key=lambda r: (order[r["n_i"]], methods.index(r["method"].split()[0])))
+    rows.sort(
+        key=lambda r: (
+            order[r["n_i"]],
+            r.get("seed", 0),
+            methods.index(r["method"].split()[0]),
+        )
+    )
     columns = COLUMNS + [c for c in ("stop", "device") if any(c in r for r in rows)]
+    if len({r.get("seed", 0) for r in rows}) > 1:
+        columns.insert(1, "seed")
     table = markdown_table(
         rows, columns, {"MSE / oracle": ".3f", "s / epoch": ".2f", "fit s": ".0f"}
     )

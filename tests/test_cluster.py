@@ -102,6 +102,35 @@ def test_fit_dask_sorts_scattered_subjects_by_id(client, frame, whole_in_id_orde
     _configs.assert_same_pace_model(fitted, whole_in_id_order)
 
 
+def test_partition_summaries_carry_hashes_not_ids():
+    import pandas as pd
+
+    part = pd.DataFrame({"who": ["b", "b", "a", "c", "c"]})
+    hashes, first, head_whole, last = cluster._summary(part, "who")
+    assert (first, head_whole, last) == ("b", True, "c")
+    assert hashes.dtype == np.uint64 and hashes.shape == (3,)
+    assert np.unique(hashes).size == 3
+    # the same id hashes alike in another partition
+    again = cluster._summary(pd.DataFrame({"who": ["c", "d"]}), "who")[0]
+    assert again[0] == hashes[2]
+
+
+def test_a_hash_collision_costs_a_sort_not_a_wrong_fit(
+    client, frame, whole_in_id_order, monkeypatch
+):
+    # every id hashing alike: whole-subject partitions look spread, so the
+    # frame is sorted by id, and the fit is still the in-memory one
+    monkeypatch.setattr(
+        cluster, "_id_hashes", lambda ids: np.zeros(len(ids), dtype=np.uint64)
+    )
+    ids = frame["who"].to_numpy()
+    cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    df = _cut(frame, cuts[[50, 120, 200]].tolist())
+    with pytest.warns(UserWarning, match="sorting the frame by 'who'"):
+        fitted = PACEImputer(random_state=0).fit_dask(df, *COLUMNS)
+    _configs.assert_same_pace_model(fitted, whole_in_id_order)
+
+
 def test_fit_dask_refuses_what_fit_chunks_refuses(client, frame):
     df = dd.from_pandas(frame, npartitions=2, sort=False)
     with pytest.raises(ValueError, match="'when' .the time column. is not in"):
