@@ -209,6 +209,16 @@ def test_constructor_checks_offsets_and_unique_ids():
         IrregularData([0.0, 1.0], [1.0, 2.0], [0, 1, 2], ids=["a", "a"])
 
 
+def test_repeated_object_ids_are_named_and_distinct_ones_pass():
+    times, values, offsets = [0.0, 1.0, 2.0], [1.0, 2.0, 3.0], [0, 1, 2, 3]
+    with pytest.raises(ValueError, match=r"repeated: \['a'\]"):
+        IrregularData(times, values, offsets, ids=np.array(["a", 7, "a"], dtype=object))
+    with pytest.raises(ValueError, match="repeated"):
+        IrregularData(times, values, offsets, ids=np.array([1, 1.0, 2], dtype=object))
+    ids = np.array(["a", 7, (1, 2)], dtype=object)
+    assert IrregularData(times, values, offsets, ids=ids).ids.tolist() == ids.tolist()
+
+
 def test_to_dense_rejects_off_grid_time(small):
     with pytest.raises(ValueError, match=r"subject 'a'.*not on the grid"):
         small.to_dense(grid=[0.1, 0.2])

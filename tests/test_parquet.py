@@ -174,3 +174,20 @@ def test_cli_fit_from_parquet_then_impute_with_the_model(files, tmp_path):
     np.testing.assert_allclose(
         written.iloc[:, 1:].to_numpy(), direct.fit(data).transform(data), atol=1e-10
     )
+
+
+def test_read_parquet_grouped_rows_across_row_groups(tmp_path):
+    # runs of one id that cross row groups are one subject each; one row alone
+    frame = pd.DataFrame(
+        {
+            "id": ["s"] * 3 + ["t"] * 4 + ["u"],
+            "time": [2.0, 0, 1, 0, 3, 1, 2, 0],
+            "value": np.arange(8.0),
+        }
+    )
+    path = tmp_path / "grouped.parquet"
+    frame.to_parquet(path, row_group_size=2)
+    assert IrregularData.read_parquet(path) == IrregularData.from_long(frame)
+    one = tmp_path / "one.parquet"
+    frame.iloc[:1].to_parquet(one)
+    assert IrregularData.read_parquet(one) == IrregularData.from_long(frame.iloc[:1])

@@ -70,6 +70,8 @@ def check_ids(ids, n):
             f"subject at position {i} has a missing id ({ids[i]!r}); "
             "every subject needs a label"
         )
+    if _known_distinct(ids):
+        return ids
     try:
         uniq, counts = np.unique(ids, return_counts=True)
         repeated = uniq[counts > 1][:5].tolist()
@@ -82,6 +84,22 @@ def check_ids(ids, n):
     if repeated:
         raise ValueError(f"ids must be unique; repeated: {repeated[:5]}")
     return ids
+
+
+def _known_distinct(ids):
+    """Whether object labels are known to be distinct, by a hash of them.
+
+    False means "not known": numbers, or labels pandas cannot hash, go to
+    the sort that also names the repeated ones.
+    """
+    if ids.dtype != object:
+        return False
+    try:
+        import pandas as pd
+
+        return bool(pd.Index(ids, dtype=object).is_unique)
+    except (ImportError, TypeError):
+        return False
 
 
 def codes_by_first_appearance(labels):

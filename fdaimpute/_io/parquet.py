@@ -110,9 +110,10 @@ def read_storage(path, columns):
     """IrregularData's storage of a long Parquet table, or its pandas frame.
 
     Where the ids have no gaps and the times and values are plain numbers
-    (the usual case) the subjects are found by Arrow's hash of the ids, in
-    order of first appearance, without a Python object per row; returns
-    ``(times, values, offsets, ids)``. Otherwise returns the table as
+    (the usual case) the subjects are found without a Python object per
+    row, in order of first appearance: as the runs of equal ids where each
+    subject's rows are together, otherwise by Arrow's hash of the ids;
+    returns ``(times, values, offsets, ids)``. Otherwise returns the table as
     pandas, for :meth:`IrregularData.from_long
     <fdaimpute.IrregularData.from_long>` to check and report.
     """
@@ -121,15 +122,45 @@ def read_storage(path, columns):
     plain = table.num_rows > 0 and not ids.null_count
     if not (plain and _is_plain_number(times) and _is_plain_number(values)):
         return _as_frame(table, columns[0])
-    encoded = _text_ids(ids).combine_chunks().dictionary_encode()
+    t = times.to_numpy().astype(np.float64)
+    y = values.to_numpy().astype(np.float64)
+    ids = _text_ids(ids)
+    runs = _grouped_runs(ids)
+    if runs is not None:  # each subject's rows together: no reordering
+        starts, labels = runs
+        return t, y, np.append(starts, table.num_rows), labels
+    encoded = ids.combine_chunks().dictionary_encode()
     subject = encoded.indices.to_numpy()
     labels = encoded.dictionary.to_numpy(zero_copy_only=False)
     order = np.argsort(subject, kind="stable")
     counts = np.bincount(subject, minlength=labels.size)
-    t = times.to_numpy().astype(np.float64)
-    y = values.to_numpy().astype(np.float64)
     offsets = np.concatenate([[0], np.cumsum(counts)])
     return t[order], y[order], offsets, labels.astype(object)
+
+
+def _grouped_runs(ids):
+    """Where each subject's run of rows starts, and its id, if runs are subjects.
+
+    Long files usually keep a subject's rows together (sorted by id, or
+    written a subject at a time); then the runs of equal ids are the
+    subjects, found by one comparison of neighbours instead of a hash of
+    every row. Returns ``(starts, labels)``, or None where an id comes back
+    after another (the rows are not grouped).
+    """
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(ids)
+    changed = np.zeros(0, dtype=bool)
+    if n > 1:
+        changed = pc.not_equal(ids.slice(1), ids.slice(0, n - 1)).to_numpy()
+    starts = np.concatenate([[0], np.flatnonzero(changed) + 1])
+    labels = pc.take(ids, pa.array(starts)).to_numpy(zero_copy_only=False)
+    labels = labels.astype(object)
+    if not pd.Index(labels).is_unique:
+        return None
+    return starts, labels
 
 
 def long_batches(path, columns, batch_size):
