@@ -191,3 +191,11 @@ def test_read_parquet_grouped_rows_across_row_groups(tmp_path):
     one = tmp_path / "one.parquet"
     frame.iloc[:1].to_parquet(one)
     assert IrregularData.read_parquet(one) == IrregularData.from_long(frame.iloc[:1])
+    # grouped but not in id order, and an id whose run comes back later
+    frame.loc[7, "time"] = 5.0
+    for ids in (["t"] * 3 + ["s"] * 4 + ["u"], ["t"] * 3 + ["s"] * 4 + ["t"]):
+        frame["id"] = ids
+        frame.to_parquet(path, row_group_size=2)
+        expected = IrregularData.from_long(frame)
+        assert IrregularData.read_parquet(path) == expected
+        assert IrregularData.read_parquet(path).ids.tolist() == expected.ids.tolist()

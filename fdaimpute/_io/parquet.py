@@ -145,7 +145,9 @@ def _grouped_runs(ids):
     written a subject at a time); then the runs of equal ids are the
     subjects, found by one comparison of neighbours instead of a hash of
     every row. Returns ``(starts, labels)``, or None where an id comes back
-    after another (the rows are not grouped).
+    after another (the rows are not grouped). Runs in increasing order (a
+    file sorted by id) are distinct without a hash; the constructor checks
+    the ids again anyway.
     """
     import pandas as pd
     import pyarrow as pa
@@ -156,9 +158,11 @@ def _grouped_runs(ids):
     if n > 1:
         changed = pc.not_equal(ids.slice(1), ids.slice(0, n - 1)).to_numpy()
     starts = np.concatenate([[0], np.flatnonzero(changed) + 1])
-    labels = pc.take(ids, pa.array(starts)).to_numpy(zero_copy_only=False)
-    labels = labels.astype(object)
-    if not pd.Index(labels).is_unique:
+    firsts = pc.take(ids, pa.array(starts))
+    labels = firsts.to_numpy(zero_copy_only=False).astype(object)
+    k = len(firsts)
+    increasing = k < 2 or pc.all(pc.greater(firsts[1:], firsts[: k - 1])).as_py()
+    if not increasing and not pd.Index(labels).is_unique:
         return None
     return starts, labels
 
