@@ -27,7 +27,12 @@ from fdaimpute._pace.joint import posterior_scores_by_variable
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
 from fdaimpute.multivariate import MultivariateIrregularData
-from fdaimpute.simulate import BasisProcess, MonteCarloProcess, MultivariateBasisProcess
+from fdaimpute.simulate import (
+    BasisProcess,
+    MonteCarloProcess,
+    MultivariateBasisProcess,
+    QuadraticCouplingProcess,
+)
 
 __all__ = ["ConditionalMean", "MultivariateConditionalMean", "posterior_mean"]
 
@@ -175,22 +180,32 @@ def posterior_mean(process, data, grid=None, *, n_draws=20_000, random_state=0):
     linear or not. It is a reference for benchmarks on the non-linear
     processes, practical when the process has few random parameters.
 
+    For a :class:`~fdaimpute.simulate.QuadraticCouplingProcess` (several
+    variables, :func:`~fdaimpute.simulate.nonlinear_coupling`) the draws of
+    the Gaussian path come instead from its exact posterior given the
+    variables that are linear in it (``n_draws`` per subject), weighted by
+    the likelihood of the other variables' observations: the proposal
+    already sits where a dense linear variable puts the path.
+
     Parameters
     ----------
-    process : BasisProcess, PhaseProcess or WarpedProcess
+    process : BasisProcess, PhaseProcess, WarpedProcess or QuadraticCouplingProcess
         The data-generating process; its ``noise_sd`` must be positive.
-    data : IrregularData
-        The subjects' observations.
+    data : IrregularData or MultivariateIrregularData
+        The subjects' observations (of every variable, for a process of
+        several).
     grid : array-like, default=None
         Output times; defaults to 101 points on the process's domain.
     n_draws : int, default=20_000
-        Number of prior draws.
+        Number of draws (per subject for a process of several variables).
     random_state : int, Generator or None, default=0
         Seed of the draws.
 
     Returns
     -------
-    ndarray of shape (n_subjects, n_grid)
+    ndarray of shape (n_subjects, n_grid) or (n_subjects, p * n_grid)
+        With several variables, variable-major blocks as
+        :meth:`MultivariateConditionalMean.transform`.
 
     Examples
     --------
@@ -199,6 +214,8 @@ def posterior_mean(process, data, grid=None, *, n_draws=20_000, random_state=0):
     >>> fi.oracle.posterior_mean(sim.process, sim.test.data, n_draws=2000).shape
     (10, 101)
     """
+    if isinstance(process, QuadraticCouplingProcess):
+        return _coupled_posterior_mean(process, data, grid, n_draws, random_state)
     if not isinstance(data, IrregularData):
         raise TypeError(f"data must be an IrregularData, got {type(data).__name__}")
     if not process.noise_sd > 0:
@@ -239,6 +256,75 @@ def posterior_mean(process, data, grid=None, *, n_draws=20_000, random_state=0):
         w = np.exp(np.maximum(loglik - loglik.max(axis=0), -700.0))
         out[start:stop] = (w / w.sum(axis=0)).T @ on_grid
     return out
+
+
+def _coupled_posterior_mean(process, data, grid, n_draws, random_state):
+    """:func:`posterior_mean` of a :class:`QuadraticCouplingProcess`."""
+    if not isinstance(data, MultivariateIrregularData):
+        raise TypeError(
+            f"data must be a MultivariateIrregularData, got {type(data).__name__}"
+        )
+    if data.n_variables != process.n_variables:
+        raise ValueError(
+            f"data have {data.n_variables} variables, the process {process.n_variables}"
+        )
+    if not np.all(process.noise_sd > 0):
+        raise ValueError("posterior_mean needs a process with noise_sd > 0")
+    if not isinstance(n_draws, numbers.Integral) or n_draws < 1:
+        raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}")
+    grid = np.linspace(*process.domain, 101) if grid is None else grid
+    grid = np.asarray(grid, dtype=np.float64)
+    m, n = process.n_latent, len(data)
+    resid = np.empty(data.times.size)
+    basis = np.empty((data.times.size, process.score_var.size))
+    for j in range(process.n_variables):
+        on = data.variable == j
+        resid[on] = data.values[on] - process.mean(j, data.times[on])
+        basis[on] = process.basis(j, data.times[on])
+    noise = process.noise_sd[data.variable] ** 2
+    # the exact Gaussian posterior of the path given the linear variables
+    linear = np.isin(data.variable, process.linear_variables)
+    kept = np.concatenate([[0], np.cumsum(linear)])[np.asarray(data.offsets)]
+    seen = np.diff(kept) > 0  # the others keep the prior
+    centre, cov = np.zeros((n, m)), np.broadcast_to(np.eye(m), (n, m, m)).copy()
+    if seen.any():
+        centre[seen], cov[seen] = posterior_scores_by_variable(
+            resid[linear],
+            basis[linear, :m],
+            np.concatenate([[0], kept[1:][seen]]),
+            np.ones(m),
+            noise[linear],
+            with_cov=True,
+        )
+    root = np.linalg.cholesky(cov + 1e-12 * np.eye(m))
+    rng = np.random.default_rng(random_state)
+    other = ~linear
+    subject = np.asarray(data.subject_index)
+    out_basis = np.concatenate(
+        [process.basis(j, grid) for j in range(process.n_variables)]
+    )
+    out_mean = np.concatenate(
+        [process.mean(j, grid) for j in range(process.n_variables)]
+    )
+    scores = np.empty((n, process.score_var.size))
+    batch = max(1, 2**22 // (n_draws * process.score_var.size))
+    for start in range(0, n, batch):
+        stop = min(start + batch, n)
+        z = rng.standard_normal((stop - start, n_draws, m))
+        xi = centre[start:stop, None, :] + np.einsum(
+            "iab,isb->isa", root[start:stop], z
+        )
+        full = process.scores_of_latent(xi)
+        loglik = np.zeros((stop - start, n_draws))
+        rows = np.flatnonzero(other & (subject >= start) & (subject < stop))
+        if rows.size:
+            who = subject[rows] - start
+            fitted = np.einsum("rm,rsm->rs", basis[rows], full[who])
+            sq = (resid[rows, None] - fitted) ** 2 / noise[rows, None]
+            np.add.at(loglik, who, -0.5 * sq)
+        w = np.exp(loglik - loglik.max(axis=1, keepdims=True))
+        scores[start:stop] = np.einsum("is,ism->im", w / w.sum(1, keepdims=True), full)
+    return out_mean + scores @ out_basis.T
 
 
 class MultivariateConditionalMean:

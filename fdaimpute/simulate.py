@@ -29,6 +29,7 @@ import numbers
 
 import numpy as np
 
+from fdaimpute._sim.coupled_process import QuadraticCouplingProcess
 from fdaimpute._sim.multivariate_process import (
     MultivariateBasisProcess,
     MultivariateSimulation,
@@ -51,12 +52,14 @@ __all__ = [
     "MultivariateSimulation",
     "MultivariateSplit",
     "PhaseProcess",
+    "QuadraticCouplingProcess",
     "Simulation",
     "Split",
     "WarpedProcess",
     "parse_n_obs",
     "phase_variation",
     "multivariate_gaussian",
+    "nonlinear_coupling",
     "shared_fourier_process",
     "sample",
     "sample_multivariate",
@@ -477,6 +480,84 @@ def multivariate_gaussian(
         snr=snr,
         covariates=given,
         random_state=rng if covariates else random_state,
+    )
+
+
+def nonlinear_coupling(
+    n=2_000,
+    n_obs=("8-12", "2-4"),
+    *,
+    linear_weight=0.5,
+    n_harmonics=3,
+    scales=(1.0, 4.0),
+    snr=4.0,
+    n_grid=101,
+    split=(0.9, 0.05, 0.05),
+    random_state=None,
+):
+    """Two variables, the second partly the square of the first's random path.
+
+    ``x0`` is a Gaussian path ``Z`` (a Fourier expansion, as in
+    :func:`multivariate_gaussian`) around its mean; ``x1`` mixes ``Z``
+    (share ``linear_weight``) with ``Z^2 - E Z^2`` (see
+    :class:`QuadraticCouplingProcess`). The square is uncorrelated with
+    ``Z``, so the best linear predictor of ``x1`` -- the multivariate oracle
+    :class:`fdaimpute.oracle.MultivariateConditionalMean`, and what
+    multivariate PACE estimates -- learns from ``x0`` only its linear share,
+    while the best predictor of all (:func:`fdaimpute.oracle.posterior_mean`)
+    reads ``Z`` off the dense ``x0`` and fills in the sparse ``x1`` almost
+    exactly. A model that learns the coupling (a network) can go below the
+    linear oracle here.
+
+    Parameters
+    ----------
+    n : int, default=2_000
+        Number of subjects.
+    n_obs : pair, default=("8-12", "2-4")
+        The sparsity of ``x0`` and of ``x1`` (see :func:`parse_n_obs`).
+    linear_weight : float, default=0.5
+        Share of ``x1``'s random part that is linear in the path, in
+        ``[0, 1]`` (1: a Gaussian pair, the linear oracle is the best
+        predictor; 0: ``x1`` and ``x0`` are uncorrelated).
+    n_harmonics : int, default=3
+        Frequencies of the path.
+    scales : pair of float, default=(1.0, 4.0)
+        The variables' scales.
+    snr : float, default=4.0
+        Signal-to-noise ratio of each variable.
+    n_grid : int, default=101
+        Grid of the truth and of the observation times.
+    split : tuple of 3 floats, default=(0.9, 0.05, 0.05)
+        Train/validation/test shares.
+    random_state : int, Generator or None
+        Seed.
+
+    Returns
+    -------
+    MultivariateSimulation
+        As :func:`multivariate_gaussian`; ``scores`` of each split are the
+        full vectors ``(xi, eta)``.
+
+    Examples
+    --------
+    >>> import fdaimpute as fi
+    >>> sim = fi.simulate.nonlinear_coupling(n=100, random_state=0)
+    >>> sim.train.truth.shape
+    (90, 2, 101)
+    >>> int(sim.train.data.counts[:, 1].max()) <= 4
+    True
+    """
+    if len(n_obs) != 2:
+        raise ValueError(f"n_obs needs two sparsities (x0, x1), got {n_obs!r}")
+    process = QuadraticCouplingProcess(n_harmonics, linear_weight, scales)
+    return sample_multivariate(
+        process,
+        n,
+        list(n_obs),
+        grid=np.linspace(0.0, 1.0, n_grid),
+        split=split,
+        snr=snr,
+        random_state=random_state,
     )
 
 

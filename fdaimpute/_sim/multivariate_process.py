@@ -13,6 +13,7 @@ linear predictor given every observation of every variable is exact
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,6 +109,14 @@ class MultivariateBasisProcess:
             ],
             axis=1,
         )
+
+    def with_noise_sd(self, noise_sd):
+        """A copy of the process (of its class) with other noise SDs."""
+        out = copy.copy(self)
+        out.noise_sd = np.broadcast_to(
+            np.asarray(noise_sd, dtype=np.float64), (self.n_variables,)
+        ).copy()
+        return out
 
     def basis(self, j, t):
         """Variable ``j``'s loadings at times ``t``, shape ``(len(t), M)``."""
@@ -245,15 +254,7 @@ def sample_multivariate(
         truth = truth + process.subject_shifts(covariates, grid)
     if snr is not None:
         sd = truth.std(axis=0, ddof=1).mean(axis=1)
-        process = MultivariateBasisProcess(
-            process.means,
-            process.bases,
-            process.score_var,
-            sd / snr,
-            process.variables,
-            process.domain,
-            process.covariate_mean,
-        )
+        process = process.with_noise_sd(sd / snr)
     times, values, variable, subject = [], [], [], []
     for j, (lo, hi) in enumerate(ranges):
         counts = rng.integers(lo, hi + 1, size=n)
