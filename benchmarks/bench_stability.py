@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import numbers
 import sys
 import time
 import warnings
@@ -159,6 +160,8 @@ def one_fit(name, seed, visible, hidden, rows):
     }
     if hasattr(est, "weights_"):
         row["weights"] = est.weights_
+    if isinstance(getattr(est, "n_components_", None), numbers.Integral):
+        row["K"] = int(est.n_components_)
     if sd is not None:
         noise = observation_noise(est, hidden.times)
         scale = np.sqrt(sd[subject, column] ** 2 + noise)

@@ -233,9 +233,7 @@ default="cv"
     near the diagonal (to follow the ridge that rough processes have
     there) blending to linear farther out.
     Predictions for all ``K`` come from one Cholesky factorisation per
-    subject; with one draw of held-out points, ``K`` is the smallest whose
-    held-out error is within one standard error (paired, clustered by
-    subject) of the best.
+    subject; ``K`` is the one with the least held-out error.
 
     *Noise variance and bands.* ``sigma^2`` is the mean squared residual
     at the observations minus the mean of the smoothed covariance on the

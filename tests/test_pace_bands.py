@@ -116,6 +116,19 @@ def test_one_standard_error_rule_with_one_validation_subject():
         assert one_standard_error_k(errors, np.zeros(2, dtype=int)) == 2
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_k_is_the_least_held_out_error_on_one_large_draw(seed):
+    # the whole UK table at 3-5 readings: one random draw of held-out points,
+    # whose heavy-tailed errors made the one-standard-error rule keep 3 and 1
+    # components where 7 and 17 predict them best
+    data = fi.datasets.load_uk_electricity("ssparse").data
+    pace = fi.PACEImputer(random_state=seed).fit(data)
+    results = pace.cv_results_
+    assert results["n_folds"] == 1
+    assert pace.n_components_ == int(np.argmin(results["scores_by_k"])) + 1
+    assert pace.n_components_ > 3
+
+
 def _growth_process():
     """Heights-like curves: a trend, four smooth components, almost no noise."""
     return BasisProcess(

@@ -1,7 +1,7 @@
 """Choices made on PACE's held-out points besides the bandwidths.
 
-- ``K``: the smallest within one standard error of the best
-  (:func:`one_standard_error_k`);
+- ``K`` of multivariate PACE: the smallest within one standard error of
+  the best (:func:`one_standard_error_k`);
 - a floor of the noise variance (:func:`noise_floor`);
 - what the bands carry beyond the posterior variance of the scores
   (:func:`calibrate_bands`):
