@@ -4,7 +4,8 @@
 - :mod:`~fdaimpute.nn.transformer`: the vanilla transformer imputer (VT);
 - :mod:`~fdaimpute.nn.sand`: self-attention on derivatives (the layer), and
   :mod:`~fdaimpute.nn.sand_module`: VT followed by SAND;
-- :mod:`~fdaimpute.nn.integration`: integration and interpolation on a grid;
+- :mod:`~fdaimpute.nn.integration`: integration and interpolation on a grid,
+  and :mod:`~fdaimpute.nn.channels`: the layout of several variables' curves;
 - :mod:`~fdaimpute.nn.output`: what both modules return (one type);
 - :mod:`~fdaimpute.nn.regularizers`: loss penalties, and
   :mod:`~fdaimpute.nn.regularizer_base`: their interface;

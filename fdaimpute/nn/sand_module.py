@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from fdaimpute.nn.batching import anchor_weights
+from fdaimpute.nn.channels import channel_masks, fold_channels, unfold_channels
 from fdaimpute.nn.integration import ANCHORS
 
 __all__ = ["SANDModule"]
@@ -74,9 +75,14 @@ class SANDModule(nn.Module):
         rest = [p for n, p in params.items() if n not in own]
         return [rest, [params[n] for n in own]]
 
-    def encode(self, t, y, mask):
+    @property
+    def n_variables(self):
+        """Variables per subject (the transformer's)."""
+        return getattr(self.vt, "n_variables", 1)
+
+    def encode(self, t, y, mask, variable=None):
         """The transformer's encoder tokens (see :meth:`VTModule.encode`)."""
-        return self.vt.encode(t, y, mask)
+        return self.vt.encode(t, y, mask, variable)
 
     def forward(
         self,
@@ -88,6 +94,7 @@ class SANDModule(nn.Module):
         anchor_mode="two-sided",
         return_hidden=False,
         base=None,
+        variable=None,
     ):
         """Run VT, then SAND.
 
@@ -107,6 +114,12 @@ class SANDModule(nn.Module):
         base : tuple of two Tensors of shape (B, M), default=None
             The base's curve and derivative, when the caller has them
             already; otherwise :attr:`base_curves` gives them (if set).
+        variable : long Tensor of shape (B, L), default=None
+            Each observation's variable, for a transformer of several. SAND
+            then smooths each variable's curve as a curve of its own,
+            anchored at that variable's observations (a subject with none of
+            a variable anchors its curve at the middle of the grid); explicit
+            ``anchors`` are then ``(B * p, M)``, one row per curve.
 
         Returns
         -------
@@ -121,20 +134,36 @@ class SANDModule(nn.Module):
         cheap, and its derivative operator (a sum of many terms that cancel,
         scaled by ``gain``) and the cumulative sum lose too much in float16.
         """
+        p = self.n_variables
         if anchors is None or isinstance(anchors, str):
-            anchors, anchor_mode = self._anchor_weights(t, mask, grid, anchors)
+            if p > 1:
+                if variable is None:
+                    raise ValueError(
+                        f"a module of {p} variables needs each observation's variable"
+                    )
+                t_rows, mask_rows = channel_masks(t, mask, variable, p)
+                anchors, anchor_mode = self._anchor_weights(
+                    t_rows, mask_rows, grid, anchors
+                )
+            else:
+                anchors, anchor_mode = self._anchor_weights(t, mask, grid, anchors)
         if base is None and self.base_curves is not None:
             base = self.base_curves(t, y, mask, grid)
         if base is not None and not hasattr(self, "base_gate"):
             raise ValueError("a base needs a module built with base_gate=True")
-        out = self.vt(t, y, mask, grid, return_hidden=return_hidden, base=base)
+        extra = {} if p == 1 else {"variable": variable}
+        out = self.vt(t, y, mask, grid, return_hidden=return_hidden, base=base, **extra)
         rough = out.curve if base is None else out.network.curve
         rough = rough.detach() if self.detach else rough
         # (the only autocast the trainer uses is CUDA's)
         with torch.autocast("cuda", enabled=False):
             smooth, deriv = self.sand(
-                rough.float(), grid, anchors=anchors, anchor_mode=anchor_mode
+                fold_channels(rough.float(), p),
+                grid,
+                anchors=anchors,
+                anchor_mode=anchor_mode,
             )
+        smooth, deriv = unfold_channels(smooth, p), unfold_channels(deriv, p)
         if base is None:
             return replace(out, sand=smooth, derivative=deriv)
         gate = self.base_gate
@@ -154,6 +183,11 @@ class SANDModule(nn.Module):
         if rule not in ANCHORS:
             raise ValueError(f"anchors must be one of {ANCHORS}, got {rule!r}")
         weights = anchor_weights(t, mask, grid, nearest=rule == "two-sided")
+        empty = ~mask.any(dim=1)
+        if bool(empty.any()):
+            # a curve of a variable the subject was never seen on: its level
+            # is the transformer's at the middle of the grid
+            weights[empty, grid.shape[0] // 2] = 1.0
         if rule == "two-sided":
             weights = weights > 0
         return weights, rule

@@ -190,6 +190,13 @@ class VTModule(nn.Module):
         Add the scalar ``base_gate`` parameter (starting at 0) that mixes
         the network's curve with a statistical base's; needed to use a
         base (:attr:`base_curves` or ``forward(base=...)``).
+    n_variables : int, default=1
+        Variables ``p`` per subject. With several, every observation's
+        token adds its variable's learnt embedding, the decoder asks for
+        every variable's curve (the grid's queries plus that variable's
+        query embedding), and the curve is ``p * M`` values, variable-major
+        (see :mod:`fdaimpute.nn.channels`); ``forward`` then needs each
+        observation's variable. One variable adds no parameters.
 
     Attributes
     ----------
@@ -246,8 +253,12 @@ class VTModule(nn.Module):
         norm_first=True,
         norm="layer",
         base_gate=False,
+        n_variables=1,
     ):
         super().__init__()
+        if int(n_variables) < 1:
+            raise ValueError(f"n_variables must be >= 1, got {n_variables!r}")
+        self.n_variables = int(n_variables)
         if activation not in _ACTIVATIONS:
             raise ValueError(
                 f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
@@ -278,19 +289,37 @@ class VTModule(nn.Module):
         self.head = nn.Linear(d_model, 1)
         if base_gate:
             self.base_gate = nn.Parameter(torch.zeros(()))
+        if self.n_variables > 1:
+            self.variable_tokens = nn.Embedding(self.n_variables, d_model)
+            self.variable_queries = nn.Embedding(self.n_variables, d_model)
+            for table in (self.variable_tokens, self.variable_queries):
+                nn.init.normal_(table.weight, std=d_model**-0.5)
 
-    def embed(self, t, y):
-        """Encoder tokens ``[y, t, enc(t)]`` projected to ``d_model``: (B, L, d)."""
+    def embed(self, t, y, variable=None):
+        """Encoder tokens ``[y, t, enc(t)]`` projected to ``d_model``: (B, L, d).
+
+        With several variables, each token adds its variable's embedding.
+        """
         feats = torch.cat([y.unsqueeze(-1), t.unsqueeze(-1), self.encoding(t)], dim=-1)
-        return self.token_proj(feats)
+        tokens = self.token_proj(feats)
+        if self.n_variables == 1:
+            return tokens
+        if variable is None:
+            raise ValueError(
+                f"a module of {self.n_variables} variables needs each "
+                "observation's variable"
+            )
+        return tokens + self.variable_tokens(variable)
 
-    def encode(self, t, y, mask):
+    def encode(self, t, y, mask, variable=None):
         """The encoder's output tokens (the decoder's memory): (B, L, d).
 
         Parameters
         ----------
         t, y, mask : Tensor of shape (B, L)
             As for :meth:`forward`.
+        variable : long Tensor of shape (B, L), default=None
+            Each observation's variable (needed with several).
 
         Returns
         -------
@@ -298,7 +327,7 @@ class VTModule(nn.Module):
             One token per observation, after the encoder's last
             normalisation; tokens that ``mask`` leaves out are padding.
         """
-        return self._encode(self.embed(t, y), mask)
+        return self._encode(self.embed(t, y, variable), mask)
 
     def _encode(self, x, mask, hidden=None):
         """The encoder stack on tokens ``x``; layer outputs go into ``hidden``."""
@@ -309,16 +338,34 @@ class VTModule(nn.Module):
         return _apply_norm(self.encoder_norm, x, mask)
 
     def queries(self, grid):
-        """Decoder queries ``[s, enc(s)]`` projected to ``d_model``: (1, M, d)."""
+        """Decoder queries ``[s, enc(s)]`` projected to ``d_model``: (1, p * M, d).
+
+        With several variables, each variable's copy of the grid's queries
+        adds that variable's query embedding (variable-major).
+        """
         feats = torch.cat([grid.unsqueeze(-1), self.encoding(grid)], dim=-1)
-        return self.query_proj(feats).unsqueeze(0)
+        q = self.query_proj(feats)
+        if self.n_variables > 1:
+            q = (q.unsqueeze(0) + self.variable_queries.weight.unsqueeze(1)).flatten(
+                0, 1
+            )
+        return q.unsqueeze(0)
 
     def parameter_groups(self):
         """The parameters in one list (SAND's module has two groups)."""
         return [list(self.parameters())]
 
     def forward(
-        self, t, y, mask, grid, return_hidden=False, *, anchors=None, base=None
+        self,
+        t,
+        y,
+        mask,
+        grid,
+        return_hidden=False,
+        *,
+        anchors=None,
+        base=None,
+        variable=None,
     ):
         """Impute curves on ``grid`` from the observations the mask lets through.
 
@@ -340,11 +387,15 @@ class VTModule(nn.Module):
         base : tuple of two Tensors of shape (B, M), default=None
             The base's curve and derivative (or None), when the caller has
             them already; otherwise :attr:`base_curves` gives them (if set).
+        variable : long Tensor of shape (B, L), default=None
+            Each observation's variable (needed with several; padding may
+            hold any valid index).
 
         Returns
         -------
         ModuleOutput
-            ``curve`` (B, M): the imputation T~ on the grid; ``embedding``
+            ``curve`` (B, M), or (B, p * M) variable-major with several
+            variables: the imputation T~ on the grid; ``embedding``
             (B, L, d): the encoder's input tokens; ``hidden``: a dict of
             layer outputs named ``encoder.<i>`` (B, L, d) and ``decoder.<i>``
             (B, M, d) (only with ``return_hidden``); ``network``: with a
@@ -356,7 +407,7 @@ class VTModule(nn.Module):
         if base is not None and not hasattr(self, "base_gate"):
             raise ValueError("a base needs a module built with base_gate=True")
         batch = t.shape[0]
-        emb = self.embed(t, y)
+        emb = self.embed(t, y, variable)
         hidden = {}
         if not self.training and bool(mask.all()):
             # inference batches are sorted by length, so most have no padding;
@@ -375,5 +426,10 @@ class VTModule(nn.Module):
         hidden = hidden if return_hidden else None
         if base is None:
             return ModuleOutput(curve, emb, hidden=hidden)
+        if base[0].shape != curve.shape:
+            raise ValueError(
+                f"the base's curves have shape {tuple(base[0].shape)}, the "
+                f"network's {tuple(curve.shape)} (one curve per variable)"
+            )
         mixed = base[0] + self.base_gate * (curve - base[0])
         return ModuleOutput(mixed, emb, hidden=hidden, network=ModuleOutput(curve, emb))

@@ -1,0 +1,175 @@
+"""Networks of several variables: layout, reading, SAND per variable, learning."""
+
+import pytest
+import torch
+
+from fdaimpute.nn import SANDLayer, SANDModule, VTModule, anchor_weights
+from fdaimpute.nn.channels import (
+    channel_grid,
+    channel_masks,
+    channel_times,
+    fold_channels,
+    unfold_channels,
+)
+from fdaimpute.nn.integration import integrate, interpolate_c1, interpolate_linear
+
+SMALL = dict(d_model=16, n_heads=2, dim_feedforward=32, encoding_dim=8)
+
+
+def _batch(b=4, length=6, p=2, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.rand(b, length, generator=gen).sort(dim=1).values
+    y = torch.randn(b, length, generator=gen)
+    variable = torch.randint(0, p, (b, length), generator=gen)
+    mask = torch.ones(b, length, dtype=torch.bool)
+    return t, y, mask, variable
+
+
+def test_one_variable_adds_nothing_and_changes_nothing():
+    torch.manual_seed(0)
+    plain = VTModule(**SMALL).eval()
+    torch.manual_seed(0)
+    one = VTModule(**SMALL, n_variables=1).eval()
+    assert plain.state_dict().keys() == one.state_dict().keys()
+    t, y, mask, _ = _batch()
+    grid = torch.linspace(0, 1, 11)
+    assert torch.equal(plain(t, y, mask, grid)["curve"], one(t, y, mask, grid)["curve"])
+
+
+def test_several_variables_give_one_curve_each_and_need_the_variables():
+    torch.manual_seed(1)
+    vt = VTModule(**SMALL, n_variables=3).eval()
+    t, y, mask, variable = _batch(p=3)
+    grid = torch.linspace(0, 1, 11)
+    curve = vt(t, y, mask, grid, variable=variable)["curve"]
+    assert curve.shape == (4, 33)
+    # the variables' curves differ, and so do outputs for other variables
+    blocks = curve.reshape(4, 3, 11)
+    assert not torch.allclose(blocks[:, 0], blocks[:, 1])
+    other = vt(t, y, mask, grid, variable=(variable + 1) % 3)["curve"]
+    assert not torch.allclose(curve, other)
+    with pytest.raises(ValueError, match="variable"):
+        vt(t, y, mask, grid)
+    with pytest.raises(ValueError, match="n_variables"):
+        VTModule(**SMALL, n_variables=0)
+
+
+def test_the_order_of_a_subjects_observations_does_not_matter():
+    torch.manual_seed(2)
+    vt = VTModule(**SMALL, n_variables=2).eval()
+    t, y, mask, variable = _batch()
+    grid = torch.linspace(0, 1, 11)
+    perm = torch.randperm(t.shape[1])
+    a = vt(t, y, mask, grid, variable=variable)["curve"]
+    b = vt(t[:, perm], y[:, perm], mask[:, perm], grid, variable=variable[:, perm])
+    assert torch.allclose(a, b["curve"], atol=1e-5)
+
+
+def test_the_long_grid_reads_each_observation_from_its_own_curve():
+    grid = torch.linspace(0, 1, 11)
+    gen = torch.Generator().manual_seed(3)
+    deriv = torch.randn(2, 3 * 11, generator=gen)
+    # each variable's curve the integral of its derivative (as SAND's are)
+    start = torch.randn(6, generator=gen)
+    curves = unfold_channels(integrate(fold_channels(deriv, 3), grid, start), 3)
+    # times at the grid's ends and inside it
+    t = torch.tensor([[0.0, 1.0, 0.37, 0.5], [1.0, 0.0, 0.99, 0.05]])
+    variable = torch.tensor([[0, 0, 1, 2], [2, 1, 1, 0]])
+    long_grid = channel_grid(grid, 3)
+    assert bool((long_grid[1:] > long_grid[:-1]).all())
+    at = channel_times(t, variable, grid)
+    linear = interpolate_linear(curves, long_grid, at)
+    smooth = interpolate_c1(curves, deriv, long_grid, at)
+    blocks, slopes = curves.reshape(2, 3, 11), deriv.reshape(2, 3, 11)
+    for b in range(2):
+        for i in range(4):
+            j, time = int(variable[b, i]), t[b, i : i + 1].unsqueeze(0)
+            own = interpolate_linear(blocks[b, j].unsqueeze(0), grid, time)
+            assert torch.allclose(linear[b, i], own[0, 0], atol=1e-6)
+            own_c1 = interpolate_c1(
+                blocks[b, j].unsqueeze(0), slopes[b, j].unsqueeze(0), grid, time
+            )
+            assert torch.allclose(smooth[b, i], own_c1[0, 0], atol=1e-5)
+    assert torch.equal(unfold_channels(fold_channels(curves, 3), 3), curves)
+    assert torch.equal(fold_channels(curves, 3)[4], blocks[1, 1])
+
+
+@pytest.mark.parametrize("rule", ["two-sided", "mean", None])
+def test_sand_smooths_each_variable_as_a_curve_of_its_own(rule):
+    torch.manual_seed(4)
+    vt = VTModule(**SMALL, n_variables=2).eval()
+    sand = SANDLayer(head_dim=8, encoding_dim=8)
+    module = SANDModule(vt, sand).eval()
+    t, y, mask, variable = _batch(b=3, length=5)
+    variable[0] = 0  # subject 0 never seen on the second variable
+    grid = torch.linspace(0, 1, 11)
+    out = module(t, y, mask, grid, anchors=rule, variable=variable)
+    rough = out["curve"].reshape(3, 2, 11)
+    smooth = out["sand"].reshape(3, 2, 11)
+    assert torch.isfinite(smooth).all()
+    for j in range(2):
+        own = mask & (variable == j)
+        weights = None
+        if rule is not None:
+            weights = anchor_weights(t, own, grid, nearest=rule == "two-sided")
+            weights[~own.any(dim=1), 5] = 1.0
+            weights = weights > 0 if rule == "two-sided" else weights
+        expected, _ = sand(
+            rough[:, j], grid, anchors=weights, anchor_mode=rule or "mean"
+        )
+        assert torch.allclose(smooth[:, j], expected, atol=1e-5)
+    if rule == "two-sided":
+        # anchored at the middle of the grid where the variable was never seen
+        assert torch.allclose(smooth[0, 1, 5], rough[0, 1, 5])
+
+
+def test_channel_masks_split_the_observations_by_variable():
+    t, _, mask, variable = _batch(b=2, length=4, p=3)
+    mask[1, 3] = False
+    times, rows = channel_masks(t, mask, variable, 3)
+    assert times.shape == (6, 4) and rows.shape == (6, 4)
+    for b in range(2):
+        for j in range(3):
+            assert torch.equal(rows[3 * b + j], mask[b] & (variable[b] == j))
+            assert torch.equal(times[3 * b + j], t[b])
+
+
+def test_a_network_of_two_variables_learns_one_from_the_other():
+    # x1 is the square of x0's random level: no linear predictor can read
+    # it off x0, and the network sees x0 alone
+    torch.manual_seed(5)
+    vt = VTModule(
+        d_model=32, n_heads=2, dim_feedforward=64, encoding_dim=8, n_variables=2
+    )
+    grid = torch.linspace(0, 1, 11)
+    long_grid = channel_grid(grid, 2)
+    opt = torch.optim.Adam(vt.parameters(), lr=3e-3)
+
+    def draw(n, gen):
+        level = torch.randn(n, 1, generator=gen)
+        t = torch.rand(n, 8, generator=gen)
+        variable = torch.tensor([0] * 4 + [1] * 4).expand(n, 8)
+        y = torch.where(variable == 0, level.expand(n, 8), level.expand(n, 8) ** 2 - 1)
+        return t, y, variable == 0, variable
+
+    gen = torch.Generator().manual_seed(6)
+    for _ in range(300):
+        t, y, seen, variable = draw(64, gen)
+        out = vt(t, torch.where(seen, y, 0.0), seen, grid, variable=variable)
+        pred = interpolate_linear(
+            out["curve"], long_grid, channel_times(t, variable, grid)
+        )
+        loss = ((pred - y) ** 2).mean()  # both variables: two curves to tell apart
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    vt.eval()
+    with torch.no_grad():
+        t, y, seen, variable = draw(500, torch.Generator().manual_seed(7))
+        out = vt(t, torch.where(seen, y, 0.0), seen, grid, variable=variable)
+        pred = interpolate_linear(
+            out["curve"], long_grid, channel_times(t, variable, grid)
+        )
+    # the square has variance 2; its best linear predictor from x0 keeps it all
+    assert ((pred - y)[~seen] ** 2).mean() < 0.2
+    assert ((pred - y)[seen] ** 2).mean() < 0.1
