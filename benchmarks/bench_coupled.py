@@ -15,7 +15,10 @@ moments):
   which learns the coupling, such as a network, can approach;
 - ``multi``: MultivariatePACEImputer with its defaults (a linear predictor
   fitted to the data: its limit is the linear oracle);
-- ``uni``: PACEImputer on the variable alone.
+- ``uni``: PACEImputer on the variable alone;
+- with ``--networks``, ``sand`` and ``vt``: SANDImputer and VTImputer on
+  both variables (one network, each observation's variable in its token,
+  one curve per variable; trained alone, their defaults otherwise).
 
 Issue 35's target for multichannel SAND here is 0.85 x the linear oracle
 at 10,000 training subjects.
@@ -24,11 +27,15 @@ Usage::
 
     python benchmarks/bench_coupled.py                   # print the tables
     python benchmarks/bench_coupled.py --n 2000 10000 --write
+    python benchmarks/bench_coupled.py --networks --n 2000 --save-rows rows.json
+    python benchmarks/bench_coupled.py --networks sand --n 10000 --seeds 0
+    python benchmarks/bench_coupled.py --load-rows a.json b.json --write
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -45,7 +52,10 @@ from fdaimpute.mpace import MultivariatePACEImputer  # noqa: E402
 N_DRAWS = 4000  # per test subject, for the posterior mean
 
 
-def run_seed(seed, n_train, n_test, weight):
+NETWORKS = {"sand": fi.SANDImputer, "vt": fi.VTImputer}
+
+
+def run_seed(seed, n_train, n_test, weight, networks=None):
     """Per-variable MSEs of the methods for one draw."""
     n = n_train + n_test
     sim = fi.simulate.nonlinear_coupling(
@@ -64,6 +74,14 @@ def run_seed(seed, n_train, n_test, weight):
     imp = MultivariatePACEImputer(random_state=seed).fit(sim.train.data)
     fit_s = time.perf_counter() - start
     multi = imp.transform_3d(test, grid=sim.grid)
+    nets, net_s = {}, {}
+    for name in networks or ():
+        cls = NETWORKS[name]
+        start = time.perf_counter()
+        net = cls(random_state=seed).fit(sim.train.data)
+        net_s[name] = time.perf_counter() - start
+        nets[name] = net.transform_3d(test, grid=sim.grid)
+        print(f"  {name}: {net.n_epochs_} epochs (best {net.best_epoch_})", flush=True)
     rows = []
     for j, name in enumerate(imp.variables_):
         part, who = test.variable_data(j)
@@ -87,6 +105,8 @@ def run_seed(seed, n_train, n_test, weight):
                 uni=mse(uni),
                 K=imp.n_components_,
                 fit_s=fit_s,
+                **{name: mse(curves[:, j]) for name, curves in nets.items()},
+                **{f"{name}_s": s for name, s in net_s.items()},
             )
         )
     return rows
@@ -107,7 +127,9 @@ def summarise(rows):
             n_obs=mine[0]["n_obs"],
             linear_mse=np.mean([r["linear"] for r in mine]),
         )
-        for key in ("posterior", "multi", "uni"):
+        for key in ("posterior", "multi", "uni", *NETWORKS):
+            if any(key not in r for r in mine):
+                continue
             ratio = np.array([r[key] / r["linear"] for r in mine])
             sem = ratio.std(ddof=1) / np.sqrt(ratio.size) if ratio.size > 1 else 0.0
             summary[f"{key}_ratio"] = f"{ratio.mean():.3f} ± {sem:.3f}"
@@ -124,24 +146,46 @@ def main():
         "--weights", type=float, nargs="+", default=[0.5], help="linear_weight"
     )
     parser.add_argument("--write", action="store_true")
+    parser.add_argument(
+        "--networks",
+        nargs="*",
+        choices=list(NETWORKS),
+        help="also these networks on both variables (no name: both)",
+    )
+    parser.add_argument("--save-rows", help="write the per-seed rows to this JSON")
+    parser.add_argument("--load-rows", nargs="+", help="table saved rows instead")
+    parser.add_argument("--section", default="multivariate-nonlinear")
+    parser.add_argument(
+        "--title",
+        default="Non-linearly coupled variables: linear methods and the floor",
+    )
     args = parser.parse_args()
+    networks = None if args.networks is None else args.networks or list(NETWORKS)
     rows = []
-    for n in args.n:
+    for path in args.load_rows or ():
+        rows += json.loads(Path(path).read_text())
+    for n in args.n if not args.load_rows else ():
         for weight in args.weights:
             for seed in args.seeds:
-                rows += run_seed(seed, n, args.n_test, weight)
+                rows += run_seed(seed, n, args.n_test, weight, networks)
                 print(f"n {n} weight {weight} seed {seed} done", flush=True)
+                if args.save_rows:
+                    Path(args.save_rows).write_text(json.dumps(rows, indent=1))
+    nets = [k for k in NETWORKS if any(k in r for r in rows)]
     summary = markdown_table(
         summarise(rows),
         ["n", "weight", "variable", "n_obs", "linear_mse"]
-        + ["posterior_ratio", "multi_ratio", "uni_ratio"],
+        + ["posterior_ratio", "multi_ratio", "uni_ratio"]
+        + [f"{k}_ratio" for k in nets],
         {"linear_mse": ".4g"},
     )
     per_seed = markdown_table(
         rows,
         ["n", "weight", "seed", "variable", "n_obs", "linear", "posterior"]
-        + ["multi", "uni", "K", "fit_s"],
-        {c: ".4g" for c in ("linear", "posterior", "multi", "uni")} | {"fit_s": ".1f"},
+        + ["multi", "uni", *nets, "K", "fit_s", *(f"{k}_s" for k in nets)],
+        {c: ".4g" for c in ("linear", "posterior", "multi", "uni", *nets)}
+        | {c: ".0f" for c in (f"{k}_s" for k in nets)}
+        | {"fit_s": ".1f"},
     )
     print(summary)
     print()
@@ -153,7 +197,8 @@ def main():
             "harmonics, observed 8-12 times; `x1` = `weight` x Z + "
             "sqrt(1 - weight^2) x its centred square, scaled by 4, observed "
             f"2-4 times; SNR 4), `n` training subjects, {args.n_test} test "
-            f"subjects, seeds {args.seeds}. MSE on the 101-point grid against "
+            f"subjects, seeds {sorted({r['seed'] for r in rows})} (per size: the "
+            "per-seed table). MSE on the 101-point grid against "
             "the noise-free curves, as ratios to the multivariate linear "
             "oracle (`linear`: the best linear predictor given both variables' "
             "observations, true second moments), mean ± standard error over "
@@ -161,17 +206,15 @@ def main():
             "E[X(t) | all observations] (`fi.oracle.posterior_mean`, "
             f"{N_DRAWS} draws per subject), the floor a model that learns the "
             "coupling can approach; `multi`: MultivariatePACEImputer's "
-            "defaults; `uni`: PACEImputer on the variable alone. Issue 35's "
-            "target for multichannel SAND is 0.85 x the linear oracle at "
-            f"10,000 training subjects.\n\n{summary}\n\nPer seed (`fit_s`: "
-            "the multivariate fit, univariate fits included, seconds):\n\n"
-            f"{per_seed}\n"
+            "defaults; `uni`: PACEImputer on the variable alone; `sand`, `vt`: "
+            "SANDImputer and VTImputer on both variables (one network, one "
+            "curve per variable, trained alone; `*_s` their fit seconds). "
+            "Issue 35's target for multichannel SAND is 0.85 x the linear "
+            f"oracle at 10,000 training subjects.\n\n{summary}\n\nPer seed "
+            "(`fit_s`: the multivariate fit, univariate fits included, "
+            f"seconds):\n\n{per_seed}\n"
         )
-        write_section(
-            "multivariate-nonlinear",
-            "Non-linearly coupled variables: linear methods and the floor",
-            body,
-        )
+        write_section(args.section, args.title, body)
 
 
 if __name__ == "__main__":

@@ -20,11 +20,12 @@ from fdaimpute._neural.config import (
     VT_CONSTRAINTS,
 )
 from fdaimpute._neural.docs import COMMON_ATTRS_DOC, COMMON_PARAMS_DOC
+from fdaimpute._neural.variables import NeuralVariablesMixin
 
 __all__ = ["PRESETS", "SANDImputer", "VTImputer"]
 
 
-class VTImputer(_NeuralImputer):
+class VTImputer(NeuralVariablesMixin, _NeuralImputer):
     __doc__ = f"""Vanilla transformer imputer (the SAND paper's VT).
 
     Each subject's observations ``[y, t, enc(t)]`` are the encoder's tokens;
@@ -152,7 +153,7 @@ class VTImputer(_NeuralImputer):
         self.keep_observed = keep_observed
 
 
-class SANDImputer(_NeuralImputer):
+class SANDImputer(NeuralVariablesMixin, _NeuralImputer):
     __doc__ = f"""SAND: a transformer imputer with self-attention on derivatives.
 
     A :class:`VTImputer` network produces a rough curve ``T~`` on the grid;

@@ -1,4 +1,7 @@
-"""KernelImputer and MICEImputer on several variables; the others refuse them."""
+"""KernelImputer and MICEImputer on several variables; the others refuse them.
+
+VT and SAND on several variables: tests/test_neural_variables.py.
+"""
 
 import warnings
 
@@ -204,7 +207,7 @@ def test_keep_observed_and_unknown_variables(make, two_independent):
 
 
 _OTHERS = ["PACEImputer", "FACEImputer", "MFPCAImputer", "AutoImputer"]
-_NEURAL = ["GAINImputer", "CNPImputer", "VTImputer", "SANDImputer"]
+_NEURAL = ["GAINImputer", "CNPImputer"]
 
 
 @pytest.mark.parametrize("name", _OTHERS + _NEURAL)

@@ -9,7 +9,7 @@ from importlib.util import find_spec
 from fdaimpute._cli.params import check_params, collect_params
 
 #: Methods that impute several variables (--variable, several --value columns).
-MULTIVARIATE_METHODS = ("mpace", "kernel", "mice")
+MULTIVARIATE_METHODS = ("mpace", "kernel", "mice", "vt", "sand")
 
 #: Methods that read their input as several variables even when it holds one.
 ALWAYS_MULTIVARIATE = ("mpace",)

@@ -13,7 +13,13 @@ from fdaimpute.data import IrregularData
 
 LONG_COLUMNS = ("id", "time", "value")
 #: The public imputers that take several variables, named where others refuse them.
-SEVERAL_VARIABLE_IMPUTERS = ("MultivariatePACEImputer", "KernelImputer", "MICEImputer")
+SEVERAL_VARIABLE_IMPUTERS = (
+    "MultivariatePACEImputer",
+    "KernelImputer",
+    "MICEImputer",
+    "VTImputer",
+    "SANDImputer",
+)
 
 
 def is_long_frame(X, columns=LONG_COLUMNS):

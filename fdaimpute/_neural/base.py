@@ -104,6 +104,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             "norm": self.norm,
             "base_gate": self.base_ is not None,
         }
+        if self._n_variables() > 1:
+            vt["n_variables"] = self._n_variables()
         return {"kind": "vt", "vt": vt}
 
     @staticmethod
@@ -161,12 +163,28 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         a, b = min(lo, grid[0]), max(hi, grid[-1])
         return np.linspace(a, b, max(grid.size, 101))
 
+    def _n_variables(self):
+        """Variables the network imputes together (1 here)."""
+        return 1
+
+    def _uses_base(self):
+        """Whether the fit trains against a statistical base."""
+        return self.base is not None
+
+    def _calibrated(self):
+        """Whether the fit calibrates an error model (``return_std``)."""
+        return True
+
+    def _standardised(self, data):
+        """The values standardised, and each one's variable (None here)."""
+        return (data.values - self.value_mean_) / self.value_scale_, None
+
     def _tensors(self, data, device):
         from fdaimpute.nn import RaggedTensors
 
         t = (data.times - self.time_offset_) / self.time_scale_
-        y = (data.values - self.value_mean_) / self.value_scale_
-        return RaggedTensors(t, y, data.offsets, device=device)
+        y, variable = self._standardised(data)
+        return RaggedTensors(t, y, data.offsets, device=device, variable=variable)
 
     def _grid_tensor(self, grid, device):
         import torch
@@ -198,7 +216,9 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         )
         train, valid = self._split(data, rng)
         folds = n_folds(self.calibration_folds, len(data), warm) if len(valid) else 0
-        with_base = not warm and self.base is not None
+        if not self._calibrated():
+            folds = 0
+        with_base = not warm and self._uses_base()
         phases = FitPhases(type(self).__name__, with_base + 2 + folds, self.verbose)
         try:
             self._fit_phases(data, train, valid, settings, folds, warm, phases)
@@ -206,7 +226,10 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             phases.close()
         self.device_ = device
         self.config_ = {**cfg, "validation_fraction": self._validation_share(len(data))}
-        self.mean_ = self._mean_curve(data)
+        if self._n_variables() > 1:
+            self.mean_ = self._variable_mean(data)
+        else:
+            self.mean_ = self._mean_curve(data)
         return self
 
     def _fit_phases(self, data, train, valid, settings, folds, warm, phases):
@@ -216,7 +239,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         cfg, seed, device = settings.config, settings.seed, settings.device
         if not warm:
             self.base_ = None
-            if self.base is not None:
+            if self._uses_base():
                 label = f"base ({self._base_name()}) on {len(train)} subjects"
                 with phases.phase(label):
                     self.base_ = self._fit_base(
@@ -242,7 +265,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 self._train(trainer, train, data, settings)
             self._record(trainer, module, offset, warm)
             modules, calib = [module], None
-            if len(valid) and not trainer.interrupted:
+            if len(valid) and not trainer.interrupted and self._calibrated():
                 calib = [self._tensors(valid, device)]
                 if folds:
                     # the folds' networks follow the schedule the budget set
@@ -284,10 +307,14 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         )
         lo, hi = self.time_range_
         self.time_offset_, self.time_scale_ = lo, hi - lo
+        self._fit_value_scaling(data)
+        self.model_grid_ = self._model_grid()
+
+    def _fit_value_scaling(self, data):
+        """``value_mean_`` and ``value_scale_``: the values' mean and SD."""
         self.value_mean_ = float(data.values.mean())
         scale = float(data.values.std())
         self.value_scale_ = scale if scale > 0 else 1.0
-        self.model_grid_ = self._model_grid()
 
     def _validation_share(self, n):
         """The share of ``n`` subjects held out (``validation_fraction``)."""
@@ -308,7 +335,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         # and removed no measurable optimism (bench_uncertainty --holdout)
         held_out = np.sort(perm[:n_val])
         selection, comparison = held_out, held_out[:0]
-        if self.base is not None and n_val >= 2:
+        if self._uses_base() and n_val >= 2:
             # with a base, half of them choose the epoch and the other half
             # judge it against the base: the best of many epochs looks better
             # on the subjects that chose it than it is
@@ -566,7 +593,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         from fdaimpute.nn import predict_curves
 
         head = self._error_head() if std else None
-        shape = (len(data), self.model_grid_.size)
+        p = self._n_variables()
+        shape = (len(data), p * self.model_grid_.size)
         curves = np.empty(shape)
         deriv = np.empty(shape) if derivative and self._has_derivative else None
         sd = np.empty(shape) if std else None
@@ -584,10 +612,14 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 error_head=head,
                 out=buffers,
             )
-        curves *= self.value_scale_
-        curves += self.value_mean_
+        # each variable's block by its own scale (one block for one variable)
+        blocks = curves.reshape(len(data), p, -1)
+        blocks *= np.reshape(self.value_scale_, (-1, 1))
+        blocks += np.reshape(self.value_mean_, (-1, 1))
         if deriv is not None:
-            deriv *= self.value_scale_ / self.time_scale_
+            deriv.reshape(len(data), p, -1)[...] *= (
+                np.reshape(self.value_scale_, (-1, 1)) / self.time_scale_
+            )
         if std:
             sd *= self.value_scale_
             return curves, deriv, sd

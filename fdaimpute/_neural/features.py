@@ -24,7 +24,7 @@ class EncoderFeaturesMixin:
         Parameters
         ----------
         X : IrregularData, long DataFrame, list of (t, y) pairs or 2-D array
-            Subjects.
+            Subjects (several variables after a fit on several).
 
         Returns
         -------
@@ -37,7 +37,10 @@ class EncoderFeaturesMixin:
         from fdaimpute.nn import pooled_encoding
 
         check_is_fitted(self, "module_")
-        data = self._check_transform_input(X)
+        if getattr(self, "variables_", None) is not None:
+            data = self._several_input(X)  # several variables, of every subject
+        else:
+            data = self._check_transform_input(X)
         with torch.inference_mode():
             pooled = pooled_encoding(
                 self.module_,

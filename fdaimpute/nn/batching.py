@@ -34,6 +34,9 @@ class Batch:
         True at real observations.
     visible : bool Tensor of shape (B, L)
         True at observations the encoder sees (``valid`` minus hidden).
+    variable : long Tensor of shape (B, L) or None
+        Each observation's variable (0 at padding); None for data of one
+        variable.
     """
 
     index: torch.Tensor
@@ -41,6 +44,7 @@ class Batch:
     values: torch.Tensor
     valid: torch.Tensor
     visible: torch.Tensor
+    variable: torch.Tensor | None = None
 
 
 class RaggedTensors:
@@ -55,6 +59,9 @@ class RaggedTensors:
         CSR offsets.
     device : str or torch.device, default="cpu"
         Where to keep the tensors.
+    variable : array-like of int of shape (n_obs,), default=None
+        Each observation's variable, for data of several (batches then
+        carry it).
 
     Examples
     --------
@@ -65,9 +72,14 @@ class RaggedTensors:
     ([[3.0, 0.0], [1.0, 2.0]], [[True, False], [True, True]])
     """
 
-    def __init__(self, times, values, offsets, device="cpu"):
+    def __init__(self, times, values, offsets, device="cpu", variable=None):
         self.times = torch.as_tensor(times, dtype=torch.float32, device=device)
         self.values = torch.as_tensor(values, dtype=torch.float32, device=device)
+        self.variable = (
+            None
+            if variable is None
+            else torch.as_tensor(variable, dtype=torch.long, device=device)
+        )
         self.offsets = torch.as_tensor(offsets, dtype=torch.long, device=device)
         self.counts = self.offsets[1:] - self.offsets[:-1]
         self.counts_cpu = self.counts.cpu()
@@ -98,7 +110,10 @@ class RaggedTensors:
         zero = torch.zeros((), device=self.device)
         times = torch.where(valid, self.times[flat], zero)
         values = torch.where(valid, self.values[flat], zero)
-        return Batch(index, times, values, valid, valid)
+        variable = None
+        if self.variable is not None:
+            variable = torch.where(valid, self.variable[flat], 0)
+        return Batch(index, times, values, valid, valid, variable)
 
 
 def hide_observations(valid, generator=None):

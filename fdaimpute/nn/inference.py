@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import torch
 
+from fdaimpute.nn.channels import channel_grid, channel_times
 from fdaimpute.nn.integration import interpolate_c1, interpolate_linear
 
 __all__ = ["pooled_encoding", "predict_curves", "read_at"]
 
 
-def read_at(out, grid, times, anchors=None):
+def read_at(out, grid, times, anchors=None, variable=None):
     """The model's curve at observation times: ``(vt, sand or None)``, each (B, L).
 
     VT's curve is read by linear interpolation between grid points; SAND's
@@ -26,6 +27,9 @@ def read_at(out, grid, times, anchors=None):
         Where to read each row.
     anchors : {None, "mean", "two-sided"}, default=None
         SAND's integration constant.
+    variable : long Tensor of shape (B, L), default=None
+        Each time's variable, for a module of several (whose curves are
+        ``(B, p * M)``): each time is read from its variable's curve.
 
     Returns
     -------
@@ -34,6 +38,9 @@ def read_at(out, grid, times, anchors=None):
     sand : Tensor of shape (B, L) or None
         SAND's curve (None for a VT).
     """
+    if variable is not None:
+        p = out["curve"].shape[1] // grid.shape[0]
+        grid, times = channel_grid(grid, p), channel_times(times, variable, grid)
     vt = interpolate_linear(out["curve"].float(), grid, times)
     if "sand" not in out:
         return vt, None
@@ -89,7 +96,9 @@ def predict_curves(
     Returns
     -------
     curves : Tensor of shape (n, M)
-        On the CPU, float32: VT's ``T~`` or SAND's curve.
+        On the CPU, float32: VT's ``T~`` or SAND's curve (``(n, p * M)``,
+        variable-major, for a module of ``p`` variables, as the
+        derivatives).
     deriv : Tensor of shape (n, M) or None
         SAND's ``D~`` (None for a VT or without ``derivative``).
     std : Tensor of shape (n, M)
@@ -97,7 +106,7 @@ def predict_curves(
         (standardised units).
     """
     module.eval()
-    n, m = len(data), grid.shape[0]
+    n, m = len(data), grid.shape[0] * getattr(module, "n_variables", 1)
     curves, deriv, std = (*out, None)[:3] if out is not None else (None,) * 3
     curves = torch.empty(n, m) if curves is None else curves
     if error_head is not None and std is None:
@@ -107,9 +116,10 @@ def predict_curves(
     use_amp = bool(amp) and grid.device.type == "cuda"
     for index in order.split(batch_size):
         batch = data.batch(index)
+        extra = {} if batch.variable is None else {"variable": batch.variable}
         with torch.autocast("cuda", dtype=torch.float16, enabled=use_amp):
             res = module(
-                batch.times, batch.values, batch.visible, grid, anchors=anchors
+                batch.times, batch.values, batch.visible, grid, anchors=anchors, **extra
             )
         curves[index] = res.output.to("cpu", curves.dtype)
         if derivative and res.derivative is not None:
@@ -150,7 +160,8 @@ def pooled_encoding(module, data, *, batch_size=1024):
     pooled = None
     for index in data.counts_cpu.argsort(stable=True).split(batch_size):
         batch = data.batch(index)
-        tokens = module.encode(batch.times, batch.values, batch.visible).float()
+        extra = () if batch.variable is None else (batch.variable,)
+        tokens = module.encode(batch.times, batch.values, batch.visible, *extra).float()
         valid = batch.valid.unsqueeze(-1)
         total = tokens.masked_fill(~valid, 0.0).sum(dim=1)
         mean = total / valid.sum(dim=1)

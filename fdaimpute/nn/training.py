@@ -324,6 +324,7 @@ class Trainer:
         net = (
             getattr(self, "model", self.module) if self.module.training else self.module
         )
+        extra = {} if batch.variable is None else {"variable": batch.variable}
         with torch.autocast("cuda", dtype=self.amp_dtype, enabled=self.amp):
             return net(
                 batch.times,
@@ -332,6 +333,7 @@ class Trainer:
                 self.grid,
                 anchors=self.anchors,
                 return_hidden=return_hidden,
+                **extra,
             )
 
     def visible_mask(self, batch):
@@ -359,7 +361,7 @@ class Trainer:
 
         What :meth:`validate` scores at the hidden validation points.
         """
-        vt, sand = read_at(out, self.grid, batch.times, self.anchors)
+        vt, sand = read_at(out, self.grid, batch.times, self.anchors, batch.variable)
         return vt if sand is None else sand
 
     def compute_loss(self, out, batch):
@@ -380,7 +382,9 @@ class Trainer:
             outputs.append(("network ", out.network))
         weight = self.point_weights(batch)
         for prefix, output in outputs:
-            vt, sand = read_at(output, self.grid, batch.times, self.anchors)
+            vt, sand = read_at(
+                output, self.grid, batch.times, self.anchors, batch.variable
+            )
             parts[prefix + "vt"] = _weighted_mse(vt, batch.values, weight)
             if sand is not None:
                 parts[prefix + "sand"] = _weighted_mse(sand, batch.values, weight)

@@ -96,7 +96,7 @@ def _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read=Non
         batch.visible = batch.valid & ~held
         out = forward(batch)
         if read is None:
-            vt, sand = read_at(out, grid, batch.times, anchors)
+            vt, sand = read_at(out, grid, batch.times, anchors, batch.variable)
             pred = vt if sand is None else sand
         else:
             pred = read(out, batch)

@@ -1,0 +1,149 @@
+"""VT and SAND on several variables: one network, one curve per variable.
+
+:class:`NeuralVariablesMixin` gives :class:`~fdaimpute.VTImputer` and
+:class:`~fdaimpute.SANDImputer` what
+:class:`~fdaimpute.multivariate.SeveralVariablesMixin` asks of an imputer
+(``_fit_variables``, ``_variable_curves``, ``_variable_values``): the
+network reads every observation of every variable (each token carries its
+variable) and outputs each variable's curve (see
+:mod:`fdaimpute.nn.channels`). Each variable's values are standardised by
+its own mean and SD. Not yet on several variables: a statistical base
+(``base="auto"`` trains the network alone), the error model behind
+``return_std`` and regularizers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fdaimpute.multivariate import SeveralVariablesMixin, holds_several_variables
+from fdaimpute.noise import noise_variance
+
+
+class NeuralVariablesMixin(SeveralVariablesMixin):
+    """Several variables for a neural imputer (put before ``_NeuralImputer``)."""
+
+    def fit(self, X, y=None):
+        """Fit the imputer on training subjects, of one variable or several.
+
+        As :meth:`fdaimpute.multivariate.SeveralVariablesMixin.fit`; a fit on
+        one variable keeps ``warm_start`` (a fit on several starts afresh).
+
+        Parameters
+        ----------
+        X : IrregularData, MultivariateIrregularData, DataFrame, list or 2-D array
+            Training subjects.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The fitted imputer.
+        """
+        if holds_several_variables(X):
+            return super().fit(X, y)
+        if self._several():  # a network of several variables cannot go on
+            self._clear_fitted()
+        return super(SeveralVariablesMixin, self).fit(X, y)
+
+    def _n_variables(self):
+        return len(self.variables_) if self._several() else 1
+
+    def _calibrated(self):
+        return not self._several()
+
+    def _fit_variables(self, data):
+        if self.base is not None and self.base != "auto":
+            raise ValueError(
+                f"{type(self).__name__} on several variables trains the network "
+                f"alone: base={self.base!r} is for one variable; pass base=None "
+                "(base='auto' does the same)"
+            )
+        if self.regularizers:
+            raise ValueError(
+                f"{type(self).__name__} takes no regularizers on several variables"
+            )
+        missing = data.variables[~data.counts.any(axis=0)].tolist()
+        if missing:
+            raise ValueError(f"variable(s) {missing} are never observed")
+        self._fit(data)
+
+    def _uses_base(self):
+        """Whether the fit trains against a statistical base."""
+        return self.base is not None and not self._several()
+
+    def _fit_value_scaling(self, data):
+        """Each variable's mean and SD (arrays), or the data's (floats)."""
+        if not self._several():
+            return super()._fit_value_scaling(data)
+        means, scales = [], []
+        for j in range(data.n_variables):
+            values = data.values[data.variable == j]
+            scale = float(values.std())
+            means.append(float(values.mean()))
+            scales.append(scale if scale > 0 else 1.0)
+        self.value_mean_, self.value_scale_ = np.array(means), np.array(scales)
+
+    def _standardised(self, data):
+        if not self._several():
+            return super()._standardised(data)
+        mean, scale = self.value_mean_[data.variable], self.value_scale_[data.variable]
+        return (data.values - mean) / scale, data.variable
+
+    def _fit_noise_variance(self, data):
+        if not self._several():
+            return super()._fit_noise_variance(data)
+        out = []
+        for _, part, _ in self._variable_parts(data):
+            try:
+                out.append(noise_variance(part))
+            except ValueError:
+                out.append(0.0)
+        self.noise_variance_ = np.array(out)
+
+    def _blocks(self, data, derivative):
+        """Curves (and derivatives or None) of each variable on the model grid.
+
+        Lists of ``p`` arrays of shape ``(n_subjects, M)``, in data units.
+        """
+        curves, deriv = self._model_curves(data, derivative=derivative)
+        n, p, m = len(data), len(self.variables_), self.model_grid_.size
+        curves = curves.reshape(n, p, m)
+        deriv = None if deriv is None else deriv.reshape(n, p, m)
+        return (
+            [curves[:, j] for j in range(p)],
+            [None if deriv is None else deriv[:, j] for j in range(p)],
+        )
+
+    def _variable_curves(self, data, grid, derivative):
+        n, g = len(data), grid.size
+        curves, deriv = self._blocks(data, derivative=True)
+        flat, counts = np.tile(grid, n), np.full(n, g)
+        out = []
+        for c, d in zip(curves, deriv):
+            if derivative:
+                d = np.gradient(c, self.model_grid_, axis=1) if d is None else d
+                on = self._evaluate(d, None, flat, counts)
+            else:
+                on = self._evaluate(c, d, flat, counts)
+            out.append(on.reshape(n, g))
+        return np.concatenate(out, axis=1)
+
+    def _variable_values(self, data):
+        curves, deriv = self._blocks(data, derivative=True)
+        values = np.empty(data.times.size)
+        subject = data.subject_index
+        for j, (c, d) in enumerate(zip(curves, deriv)):
+            on = data.variable == j
+            counts = np.bincount(subject[on], minlength=len(data))
+            values[on] = self._evaluate(c, d, data.times[on], counts)
+        return values
+
+    def _variable_mean(self, data, chunk=4096):
+        """Each variable's average imputed curve on ``grid_`` (variable-major)."""
+        total = np.zeros(len(self.variables_) * self.grid_.size)
+        for start in range(0, len(data), chunk):
+            part = data.take(np.arange(start, min(start + chunk, len(data))))
+            total += self._variable_curves(part, self.grid_, False).sum(axis=0)
+        return total / len(data)

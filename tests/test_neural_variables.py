@@ -1,0 +1,117 @@
+"""VT and SAND on several variables: one network, one curve per variable."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+import fdaimpute as fi
+from fdaimpute.multivariate import MultivariateIrregularData
+
+pytest.importorskip("torch")
+
+FAST = dict(max_epochs=3, random_state=0, d_model=16, n_heads=2, dim_feedforward=32)
+
+
+@pytest.fixture(scope="module")
+def coupled():
+    return fi.simulate.nonlinear_coupling(n=150, split=(0.8, 0.0, 0.2), random_state=0)
+
+
+@pytest.fixture(scope="module", params=["VTImputer", "SANDImputer"])
+def fitted(request, coupled):
+    return getattr(fi, request.param)(**FAST).fit(coupled.train.data)
+
+
+def test_one_curve_per_variable_in_every_output(fitted, coupled):
+    data = coupled.test.data
+    n, g = len(data), fitted.grid_.size
+    assert fitted.variables_ == ["x0", "x1"]
+    assert fitted.module_config_["vt"]["n_variables"] == 2
+    assert fitted.base_ is None and fitted.noise_variance_.shape == (2,)
+    curves = fitted.transform(data)
+    assert curves.shape == (n, 2 * g) and np.isfinite(curves).all()
+    assert_array_equal(fitted.transform_3d(data), curves.reshape(n, 2, g))
+    assert np.asarray(fitted.derivative(data)).shape == (n, 2 * g)
+    assert fitted.mean_.shape == (2 * g,)
+    names = fitted.get_feature_names_out()
+    assert names[0].startswith("x0:") and names[-1].startswith("x1:")
+    # each observation read from its own variable's curve
+    values = fitted.predict_at(data)
+    assert isinstance(values, MultivariateIrregularData)
+    on_grid = fitted.transform_3d(data, grid=np.unique(data.times))
+    col = np.searchsorted(np.unique(data.times), data.times)
+    assert_allclose(
+        values.values, on_grid[data.subject_index, data.variable, col], atol=1e-9
+    )
+    assert fitted.encode(data).shape == (n, 16)
+    frame = fitted.set_output(transform="pandas").transform(data)
+    fitted.set_output(transform="default")
+    assert list(frame.columns.names) == ["variable", "time"]
+
+
+def test_a_variable_never_seen_for_a_subject_is_imputed_from_the_others(
+    fitted, coupled
+):
+    data = coupled.test.data
+    keep = ~((data.subject_index == 0) & (data.variable == 1))
+    counts = np.bincount(data.subject_index[keep], minlength=len(data))
+    fewer = MultivariateIrregularData(
+        data.times[keep],
+        data.values[keep],
+        data.variable[keep],
+        np.concatenate([[0], np.cumsum(counts)]),
+        data.variables,
+        data.ids,
+    )
+    both = fitted.transform_3d(data)
+    one = fitted.transform_3d(fewer)
+    assert np.isfinite(one).all()
+    assert not np.allclose(one[0, 1], both[0, 1])
+    assert_allclose(one[1:], both[1:], atol=1e-5)
+
+
+def test_what_several_variables_do_not_support_yet(coupled):
+    data = coupled.train.data
+    with pytest.raises(ValueError, match="base='pace' is for one variable"):
+        fi.SANDImputer(base="pace", **FAST).fit(data)
+    with pytest.raises(ValueError, match="no regularizers"):
+        fi.VTImputer(regularizers=[fi.regularizers.LipReg(1e-3)], **FAST).fit(data)
+    imp = fi.VTImputer(**FAST).fit(data)
+    with pytest.raises(NotImplementedError, match="return_std"):
+        imp.transform(data, return_std=True)
+    part, _ = data.variable_data(0)
+    with pytest.raises(TypeError, match="fitted on several variables"):
+        imp.transform(part)
+
+
+def _x0_alone(data):
+    """Variable x0 of ``data``: as one variable, and as several with one."""
+    part, _ = data.variable_data(0)
+    variable = np.zeros(part.times.size, dtype=int)
+    several = MultivariateIrregularData(
+        part.times, part.values, variable, part.offsets, ["x0"], part.ids
+    )
+    return part, several
+
+
+def test_one_variable_alone_is_the_univariate_network(coupled):
+    part, alone = _x0_alone(coupled.train.data)
+    settings = dict(FAST, base=None, calibration_folds=None)
+    several = fi.SANDImputer(**settings).fit(alone)
+    one = fi.SANDImputer(**settings).fit(part)
+    test, test_alone = _x0_alone(coupled.test.data)
+    assert_allclose(several.transform(test_alone), one.transform(test), atol=1e-6)
+
+
+def test_save_load_and_refit_on_one_variable(coupled, tmp_path):
+    data = coupled.test.data
+    imp = fi.SANDImputer(**FAST).fit(coupled.train.data)
+    path = tmp_path / "sand.fdaimpute"
+    imp.save(path)
+    back = fi.SANDImputer.load(path)
+    assert_allclose(back.transform(data), imp.transform(data), atol=1e-6)
+    # a fit on one variable after one on several starts afresh, warm or not
+    part, _ = coupled.train.data.variable_data(0)
+    imp.set_params(warm_start=True, base=None, calibration_folds=None).fit(part)
+    assert not hasattr(imp, "variables_")
+    assert imp.transform(part).shape == (len(part), imp.grid_.size)
