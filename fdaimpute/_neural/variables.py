@@ -26,8 +26,11 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
     def fit(self, X, y=None):
         """Fit the imputer on training subjects, of one variable or several.
 
-        As :meth:`fdaimpute.multivariate.SeveralVariablesMixin.fit`; a fit on
-        one variable keeps ``warm_start`` (a fit on several starts afresh).
+        One variable (an IrregularData or the other one-variable formats) or
+        several (a MultivariateIrregularData, or a long frame with columns
+        id, time, variable, value). A fit on one variable keeps
+        ``warm_start``; a fit on several starts afresh. A fit that raises
+        leaves the estimator unfitted.
 
         Parameters
         ----------
