@@ -13,6 +13,8 @@ import platform
 import sys
 from pathlib import Path
 
+import numpy as np
+
 #: Where ``write_section`` writes; ``FDAIMPUTE_BENCH_DOC`` redirects it (a run on
 #: a borrowed machine writes its sections to a file of its own).
 DOC = Path(
@@ -44,6 +46,13 @@ def machine():
     except ImportError:
         pass
     return ", ".join(parts)
+
+
+def mean_and_error(values, digits):
+    """``"mean ± standard error"`` of ``values`` (e.g. ratios over seeds)."""
+    values = np.asarray(values, dtype=float)
+    sem = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else 0.0
+    return f"{values.mean():.{digits}f} ± {sem:.{digits}f}"
 
 
 def markdown_table(rows, columns, formats=None):

@@ -44,7 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import markdown_table, write_section  # noqa: E402
+from _report import markdown_table, mean_and_error, write_section  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 from fdaimpute.mpace import MultivariatePACEImputer  # noqa: E402
@@ -130,9 +130,8 @@ def summarise(rows):
         for key in ("posterior", "multi", "uni", *NETWORKS):
             if any(key not in r for r in mine):
                 continue
-            ratio = np.array([r[key] / r["linear"] for r in mine])
-            sem = ratio.std(ddof=1) / np.sqrt(ratio.size) if ratio.size > 1 else 0.0
-            summary[f"{key}_ratio"] = f"{ratio.mean():.3f} ± {sem:.3f}"
+            ratio = [r[key] / r["linear"] for r in mine]
+            summary[f"{key}_ratio"] = mean_and_error(ratio, 3)
         out.append(summary)
     return out
 

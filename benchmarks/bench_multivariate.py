@@ -48,7 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import markdown_table, write_section  # noqa: E402
+from _report import markdown_table, mean_and_error, write_section  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 from fdaimpute.mpace import MultivariatePACEImputer  # noqa: E402
@@ -226,22 +226,16 @@ def summarise(rows):
             variable=name,
             n_obs=mine[0]["n_obs"],
             oracle_mse=np.mean([r["oracle"] for r in mine]),
-            multi_ratio=_mean_and_error(ratio_m, 3),
+            multi_ratio=mean_and_error(ratio_m, 3),
             uni_ratio=f"{ratio_u.mean():.2f}",
             uni_over_multi=f"{(ratio_u / ratio_m).mean():.1f}",
         )
         for key in ("two_step", "two_step_fve"):
             if key in mine[0]:
                 ratio = np.array([r[key] / r["oracle"] for r in mine])
-                summary[f"{key}_ratio"] = _mean_and_error(ratio, 2)
+                summary[f"{key}_ratio"] = mean_and_error(ratio, 2)
         out.append(summary)
     return out
-
-
-def _mean_and_error(ratio, digits):
-    """``"mean ± standard error"`` of the ratios over the seeds."""
-    sem = ratio.std(ddof=1) / np.sqrt(ratio.size) if ratio.size > 1 else 0
-    return f"{ratio.mean():.{digits}f} ± {sem:.{digits}f}"
 
 
 def main():

@@ -214,17 +214,17 @@ def posterior_mean(process, data, grid=None, *, n_draws=20_000, random_state=0):
     >>> fi.oracle.posterior_mean(sim.process, sim.test.data, n_draws=2000).shape
     (10, 101)
     """
+    if not isinstance(n_draws, numbers.Integral) or n_draws < 1:
+        raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}")
+    if grid is None:
+        grid = np.linspace(*process.domain, 101)
+    grid = np.asarray(grid, dtype=np.float64)
     if isinstance(process, QuadraticCouplingProcess):
         return _coupled_posterior_mean(process, data, grid, n_draws, random_state)
     if not isinstance(data, IrregularData):
         raise TypeError(f"data must be an IrregularData, got {type(data).__name__}")
     if not process.noise_sd > 0:
         raise ValueError("posterior_mean needs a process with noise_sd > 0")
-    if not isinstance(n_draws, numbers.Integral) or n_draws < 1:
-        raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}")
-    if grid is None:
-        grid = np.linspace(*process.domain, 101)
-    grid = np.asarray(grid, dtype=np.float64)
     draws = process.sample_scores(n_draws, random_state)
     sigma2 = process.noise_sd**2
     on_grid = process.curves(draws, grid)
@@ -260,28 +260,11 @@ def posterior_mean(process, data, grid=None, *, n_draws=20_000, random_state=0):
 
 def _coupled_posterior_mean(process, data, grid, n_draws, random_state):
     """:func:`posterior_mean` of a :class:`QuadraticCouplingProcess`."""
-    if not isinstance(data, MultivariateIrregularData):
-        raise TypeError(
-            f"data must be a MultivariateIrregularData, got {type(data).__name__}"
-        )
-    if data.n_variables != process.n_variables:
-        raise ValueError(
-            f"data have {data.n_variables} variables, the process {process.n_variables}"
-        )
+    _check_variables(process, data, "data")
     if not np.all(process.noise_sd > 0):
         raise ValueError("posterior_mean needs a process with noise_sd > 0")
-    if not isinstance(n_draws, numbers.Integral) or n_draws < 1:
-        raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}")
-    grid = np.linspace(*process.domain, 101) if grid is None else grid
-    grid = np.asarray(grid, dtype=np.float64)
     m, n = process.n_latent, len(data)
-    resid = np.empty(data.times.size)
-    basis = np.empty((data.times.size, process.score_var.size))
-    for j in range(process.n_variables):
-        on = data.variable == j
-        resid[on] = data.values[on] - process.mean(j, data.times[on])
-        basis[on] = process.basis(j, data.times[on])
-    noise = process.noise_sd[data.variable] ** 2
+    resid, basis, noise = _observed_terms(process, data, {})
     # the exact Gaussian posterior of the path given the linear variables
     linear = np.isin(data.variable, process.linear_variables)
     kept = np.concatenate([[0], np.cumsum(linear)])[np.asarray(data.offsets)]
@@ -300,12 +283,7 @@ def _coupled_posterior_mean(process, data, grid, n_draws, random_state):
     rng = np.random.default_rng(random_state)
     other = ~linear
     subject = np.asarray(data.subject_index)
-    out_basis = np.concatenate(
-        [process.basis(j, grid) for j in range(process.n_variables)]
-    )
-    out_mean = np.concatenate(
-        [process.mean(j, grid) for j in range(process.n_variables)]
-    )
+    out_basis, out_mean = _grid_terms(process, grid)
     scores = np.empty((n, process.score_var.size))
     batch = max(1, 2**22 // (n_draws * process.score_var.size))
     for start in range(0, n, batch):
@@ -325,6 +303,45 @@ def _coupled_posterior_mean(process, data, grid, n_draws, random_state):
         w = np.exp(loglik - loglik.max(axis=1, keepdims=True))
         scores[start:stop] = np.einsum("is,ism->im", w / w.sum(1, keepdims=True), full)
     return out_mean + scores @ out_basis.T
+
+
+def _check_variables(process, data, name):
+    """Refuse ``data`` unless it holds the process's variables."""
+    if not isinstance(data, MultivariateIrregularData):
+        raise TypeError(
+            f"{name} must be a MultivariateIrregularData, got {type(data).__name__}"
+        )
+    p = process.n_variables
+    if data.n_variables != p:
+        raise ValueError(f"{name} has {data.n_variables} variables, the process {p}")
+
+
+def _observed_terms(process, data, covariates):
+    """Each observation's residual from its subject's mean, loadings and noise.
+
+    ``covariates`` holds one value per subject ({} without an effect).
+    Returns ``resid`` (n_obs,), ``basis`` (n_obs, M) and the noise variance
+    of each observation (n_obs,).
+    """
+    basis = np.empty((data.times.size, process.score_var.size))
+    resid = np.empty(data.times.size)
+    per_obs = {k: v[data.subject_index] for k, v in covariates.items()}
+    for j in range(process.n_variables):
+        on = data.variable == j
+        basis[on] = process.basis(j, data.times[on])
+        shift = process.covariate_shift(
+            j, data.times[on], {k: v[on] for k, v in per_obs.items()}
+        )
+        resid[on] = data.values[on] - process.mean(j, data.times[on]) - shift
+    return resid, basis, process.noise_sd[data.variable] ** 2
+
+
+def _grid_terms(process, grid):
+    """Every variable's loadings and mean on ``grid``, variable-major."""
+    p = process.n_variables
+    basis = np.concatenate([process.basis(j, grid) for j in range(p)])
+    mean = np.concatenate([process.mean(j, grid) for j in range(p)])
+    return basis, mean
 
 
 class MultivariateConditionalMean:
@@ -386,28 +403,12 @@ class MultivariateConditionalMean:
         return self
 
     def _posterior(self, data, with_cov):
-        if not isinstance(data, MultivariateIrregularData):
-            raise TypeError(
-                f"X must be a MultivariateIrregularData, got {type(data).__name__}"
-            )
-        proc = self.process
-        p = proc.n_variables
-        if data.n_variables != p:
-            raise ValueError(f"X has {data.n_variables} variables, the process {p}")
-        basis = np.empty((data.times.size, proc.score_var.size))
-        resid = np.empty(data.times.size)
-        covariates = self._covariates(data)
-        per_obs = {k: v[data.subject_index] for k, v in covariates.items()}
-        for j in range(p):
-            on = data.variable == j
-            basis[on] = proc.basis(j, data.times[on])
-            shift = proc.covariate_shift(
-                j, data.times[on], {k: v[on] for k, v in per_obs.items()}
-            )
-            resid[on] = data.values[on] - proc.mean(j, data.times[on]) - shift
-        noise = proc.noise_sd[data.variable] ** 2
+        _check_variables(self.process, data, "X")
+        resid, basis, noise = _observed_terms(
+            self.process, data, self._covariates(data)
+        )
         return posterior_scores_by_variable(
-            resid, basis, data.offsets, proc.score_var, noise, with_cov=with_cov
+            resid, basis, data.offsets, self.process.score_var, noise, with_cov=with_cov
         )
 
     def _covariates(self, data):
@@ -442,9 +443,7 @@ class MultivariateConditionalMean:
         scores, cov = out if return_std else (out, None)
         grid = self.grid_
         proc = self.process
-        p = proc.n_variables
-        basis = np.concatenate([proc.basis(j, grid) for j in range(p)])
-        mean = np.concatenate([proc.mean(j, grid) for j in range(p)])
+        basis, mean = _grid_terms(proc, grid)
         curves = mean + scores @ basis.T
         if proc.covariate_mean is not None:
             shifts = proc.subject_shifts(self._covariates(X), grid)

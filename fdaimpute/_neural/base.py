@@ -652,17 +652,37 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         mg = self.model_grid_
         return grid.shape == mg.shape and np.allclose(grid, mg, rtol=0, atol=1e-12)
 
+    def _curves_on(self, curves, deriv, grid):
+        """Curves on ``model_grid_`` (with SAND's derivatives or None) on ``grid``."""
+        if self._on_model_grid(grid):
+            return curves
+        n = len(curves)
+        flat, counts = np.tile(grid, n), np.full(n, grid.size)
+        return self._evaluate(curves, deriv, flat, counts).reshape(n, grid.size)
+
+    def _slopes_on(self, curves, deriv, grid):
+        """The slopes of curves on ``model_grid_`` on ``grid`` (finite
+        differences where the model gives no derivative)."""
+        if deriv is None:
+            deriv = np.gradient(curves, self.model_grid_, axis=1)
+        if self._on_model_grid(grid):
+            return deriv
+        n = len(curves)
+        out = interpolate_rows(
+            deriv, self.model_grid_, np.tile(grid, n), np.full(n, grid.size)
+        )
+        return out.reshape(n, grid.size)
+
     def _transform_grid(self, data, grid, return_std=False):
         on_grid = self._on_model_grid(grid)
         res = self._model_curves(data, derivative=not on_grid, std=return_std)
-        curves, deriv = res[:2]
-        if on_grid:
-            return (curves, res[2]) if return_std else curves
-        n = len(data)
-        flat, counts = np.tile(grid, n), np.full(n, grid.size)
-        out = self._evaluate(curves, deriv, flat, counts).reshape(n, grid.size)
+        out = self._curves_on(res[0], res[1], grid)
         if not return_std:
             return out
+        if on_grid:
+            return out, res[2]
+        n = len(data)
+        flat, counts = np.tile(grid, n), np.full(n, grid.size)
         sd = interpolate_rows(res[2], self.model_grid_, flat, counts)
         return out, sd.reshape(n, grid.size)
 
@@ -671,16 +691,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         return self._evaluate(curves, deriv, times, np.diff(offsets))
 
     def _derivative_grid(self, data, grid):
-        curves, deriv = self._model_curves(data)
-        if deriv is None:
-            deriv = np.gradient(curves, self.model_grid_, axis=1)
-        if self._on_model_grid(grid):
-            return deriv
-        n = len(data)
-        out = interpolate_rows(
-            deriv, self.model_grid_, np.tile(grid, n), np.full(n, grid.size)
-        )
-        return out.reshape(n, grid.size)
+        return self._slopes_on(*self._model_curves(data), grid)
 
 
 def check_even(cfg, name):

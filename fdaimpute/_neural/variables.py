@@ -120,18 +120,9 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
         )
 
     def _variable_curves(self, data, grid, derivative):
-        n, g = len(data), grid.size
+        on = self._slopes_on if derivative else self._curves_on
         curves, deriv = self._blocks(data, derivative=True)
-        flat, counts = np.tile(grid, n), np.full(n, g)
-        out = []
-        for c, d in zip(curves, deriv):
-            if derivative:
-                d = np.gradient(c, self.model_grid_, axis=1) if d is None else d
-                on = self._evaluate(d, None, flat, counts)
-            else:
-                on = self._evaluate(c, d, flat, counts)
-            out.append(on.reshape(n, g))
-        return np.concatenate(out, axis=1)
+        return np.concatenate([on(c, d, grid) for c, d in zip(curves, deriv)], axis=1)
 
     def _variable_values(self, data):
         curves, deriv = self._blocks(data, derivative=True)
