@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import shlex
 import sys
 from pathlib import Path
 
@@ -87,7 +88,7 @@ def write_section(name, title, body, measured_on=None):
     saved rows shows (default: this one).
     """
     stamp = (
-        f"Command: `python {' '.join(sys.argv)}`  \n"
+        f"Command: `python {shlex.join(sys.argv)}`  \n"
         f"Machine: {measured_on or machine()}  \n"
         f"Date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}\n"
     )

@@ -16,9 +16,12 @@ moments):
 - ``multi``: MultivariatePACEImputer with its defaults (a linear predictor
   fitted to the data: its limit is the linear oracle);
 - ``uni``: PACEImputer on the variable alone;
-- with ``--networks``, ``sand`` and ``vt``: SANDImputer and VTImputer on
-  both variables (one network, each observation's variable in its token,
-  one curve per variable; trained alone, their defaults otherwise).
+- with ``--networks``: SANDImputer and VTImputer on both variables (one
+  network, each observation's variable in its token, one curve per
+  variable), ``sand`` and ``vt`` with their defaults (multivariate PACE as
+  their base, kept per variable where the network does not beat it;
+  ``*_g``: the network's weight on each variable, 0 where the base was
+  kept), ``sand-alone`` and ``vt-alone`` trained alone (``base=None``).
 
 Issue 35's target for multichannel SAND here is 0.85 x the linear oracle
 at 10,000 training subjects.
@@ -28,8 +31,11 @@ Usage::
     python benchmarks/bench_coupled.py                   # print the tables
     python benchmarks/bench_coupled.py --n 2000 10000 --write
     python benchmarks/bench_coupled.py --networks --n 2000 --save-rows rows.json
-    python benchmarks/bench_coupled.py --networks sand --n 10000 --seeds 0
+    python benchmarks/bench_coupled.py --networks sand-alone --n 10000 --seeds 0
     python benchmarks/bench_coupled.py --load-rows a.json b.json --write
+
+(rows of the same draw from several files are merged: each run adds its
+networks' columns.)
 """
 
 from __future__ import annotations
@@ -52,7 +58,12 @@ from fdaimpute.mpace import MultivariatePACEImputer  # noqa: E402
 N_DRAWS = 4000  # per test subject, for the posterior mean
 
 
-NETWORKS = {"sand": fi.SANDImputer, "vt": fi.VTImputer}
+NETWORKS = {
+    "sand": (fi.SANDImputer, {}),
+    "vt": (fi.VTImputer, {}),
+    "sand-alone": (fi.SANDImputer, {"base": None}),
+    "vt-alone": (fi.VTImputer, {"base": None}),
+}
 
 
 def run_seed(seed, n_train, n_test, weight, networks=None):
@@ -74,13 +85,15 @@ def run_seed(seed, n_train, n_test, weight, networks=None):
     imp = MultivariatePACEImputer(random_state=seed).fit(sim.train.data)
     fit_s = time.perf_counter() - start
     multi = imp.transform_3d(test, grid=sim.grid)
-    nets, net_s = {}, {}
+    nets, net_s, gates = {}, {}, {}
     for name in networks or ():
-        cls = NETWORKS[name]
+        cls, params = NETWORKS[name]
         start = time.perf_counter()
-        net = cls(random_state=seed).fit(sim.train.data)
+        net = cls(random_state=seed, **params).fit(sim.train.data)
         net_s[name] = time.perf_counter() - start
         nets[name] = net.transform_3d(test, grid=sim.grid)
+        if net.base_weight_ is not None:
+            gates[name] = net.base_weight_
         print(f"  {name}: {net.n_epochs_} epochs (best {net.best_epoch_})", flush=True)
     rows = []
     for j, name in enumerate(imp.variables_):
@@ -107,9 +120,23 @@ def run_seed(seed, n_train, n_test, weight, networks=None):
                 fit_s=fit_s,
                 **{name: mse(curves[:, j]) for name, curves in nets.items()},
                 **{f"{name}_s": s for name, s in net_s.items()},
+                **{f"{name}_g": float(g[j]) for name, g in gates.items()},
             )
         )
     return rows
+
+
+def merge_rows(rows):
+    """Rows of the same draw and variable (from several runs) as one row.
+
+    The runs score the same draws, so what they share is equal; each adds
+    its networks' columns.
+    """
+    merged = {}
+    for row in rows:
+        key = (row["n"], row["weight"], row["seed"], row["variable"])
+        merged.setdefault(key, {}).update(row)
+    return list(merged.values())
 
 
 def summarise(rows):
@@ -160,9 +187,8 @@ def main():
     )
     args = parser.parse_args()
     networks = None if args.networks is None else args.networks or list(NETWORKS)
-    rows = []
-    for path in args.load_rows or ():
-        rows += json.loads(Path(path).read_text())
+    saved = [json.loads(Path(path).read_text()) for path in args.load_rows or ()]
+    rows = merge_rows(row for part in saved for row in part)
     for n in args.n if not args.load_rows else ():
         for weight in args.weights:
             for seed in args.seeds:
@@ -171,6 +197,7 @@ def main():
                 if args.save_rows:
                     Path(args.save_rows).write_text(json.dumps(rows, indent=1))
     nets = [k for k in NETWORKS if any(k in r for r in rows)]
+    gates = [f"{k}_g" for k in nets if any(f"{k}_g" in r for r in rows)]
     summary = markdown_table(
         summarise(rows),
         ["n", "weight", "variable", "n_obs", "linear_mse"]
@@ -181,9 +208,11 @@ def main():
     per_seed = markdown_table(
         rows,
         ["n", "weight", "seed", "variable", "n_obs", "linear", "posterior"]
-        + ["multi", "uni", *nets, "K", "fit_s", *(f"{k}_s" for k in nets)],
+        + ["multi", "uni", *nets, "K", "fit_s", *(f"{k}_s" for k in nets)]
+        + gates,
         {c: ".4g" for c in ("linear", "posterior", "multi", "uni", *nets)}
         | {c: ".0f" for c in (f"{k}_s" for k in nets)}
+        | {c: ".2f" for c in gates}
         | {"fit_s": ".1f"},
     )
     print(summary)
@@ -207,7 +236,13 @@ def main():
             "coupling can approach; `multi`: MultivariatePACEImputer's "
             "defaults; `uni`: PACEImputer on the variable alone; `sand`, `vt`: "
             "SANDImputer and VTImputer on both variables (one network, one "
-            "curve per variable, trained alone; `*_s` their fit seconds). "
+            "curve per variable) with their defaults: multivariate PACE as "
+            "their base, kept on a variable where the network does not beat "
+            "it on held-out subjects (`*_g`: the network's weight on the "
+            "variable, 0 where the base was kept); `sand-alone`, `vt-alone`: "
+            "the same networks trained alone (`base=None`); `*_s`: their fit "
+            "seconds (rows of several runs are merged: compare seconds within a "
+            "run, the machine's load differed). "
             "Issue 35's target for multichannel SAND is 0.85 x the linear "
             f"oracle at 10,000 training subjects.\n\n{summary}\n\nPer seed "
             "(`fit_s`: the multivariate fit, univariate fits included, "

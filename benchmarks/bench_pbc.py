@@ -38,12 +38,16 @@ held-out RMSE of the imputer fitted on that lab alone and on the three labs
 together, and how many patients' curves (on the fit's grid, inside the time
 range) leave that lab's range of values widened by half of it on each side,
 for either fit; then the ratio's mean (standard error) over the seeds.
+``--networks`` does the same for SANDImputer and VTImputer with their
+defaults, and adds ``multi+cov``: the three labs with the covariates sex,
+age and treatment (section ``pbc-networks``).
 
 Usage::
 
     python benchmarks/bench_pbc.py                 # print the table
     python benchmarks/bench_pbc.py --write         # also docs/benchmarks.md
     python benchmarks/bench_pbc.py --kernel-mice [--check-seeds 0,1,2] [--write]
+    python benchmarks/bench_pbc.py --networks [sand vt] [--write]
 """
 
 from __future__ import annotations
@@ -125,7 +129,10 @@ def _multi_predictions(imp, visible, hidden, coverage=None):
     lo, hi = imp.time_range_
     times = {n: np.clip(h.times, lo, hi) for n, h in hidden.items()}
     grid = np.unique(np.concatenate(list(times.values())))
-    curves, sd = imp.transform_3d(visible, return_std=True, grid=grid)
+    if coverage is None:
+        curves = imp.transform_3d(visible, grid=grid)
+    else:
+        curves, sd = imp.transform_3d(visible, return_std=True, grid=grid)
     where = {str(i): k for k, i in enumerate(visible.ids)}
     out = {}
     for name, part in hidden.items():
@@ -208,6 +215,27 @@ CHECK_SUBJECTS = [90, None]
 CHECK_IMPUTERS = {
     "kernel": lambda seed: fi.KernelImputer(extrapolate="clip"),
     "mice": lambda seed: fi.MICEImputer(random_state=seed, extrapolate="clip"),
+    # their defaults: PACE as the base on one lab, multivariate PACE on three
+    "sand": lambda seed, **kw: fi.SANDImputer(
+        random_state=seed, extrapolate="clip", **kw
+    ),
+    "vt": lambda seed, **kw: fi.VTImputer(random_state=seed, extrapolate="clip", **kw),
+}
+#: Each check's imputers, as the section's text names them.
+CHECK_TEXT = {
+    "kernel-mice": "KernelImputer and MICEImputer",
+    "networks": (
+        "SANDImputer (`sand`) or VTImputer (`vt`) with their defaults (a PACE "
+        "base on one lab; "
+        "on three, multivariate PACE, kept on a lab where the network does not "
+        "beat it; `multi+cov`: the three labs with the covariates sex, age and "
+        "treatment, read by the network and by its multivariate PACE base)"
+    ),
+}
+#: Each check's section of docs/benchmarks.md and its title.
+CHECK_SECTIONS = {
+    "kernel-mice": ("pbc-kernel-mice", "PBC: Kernel and MICE on one lab and on three"),
+    "networks": ("pbc-networks", "PBC: SAND and VT on one lab and on three"),
 }
 
 
@@ -232,8 +260,12 @@ def _outside(curves, values):
     return int(np.sum(((curves < lo - pad) | (curves > hi + pad)).any(axis=1)))
 
 
-def check_several(labs, make, n, seed):
-    """One imputer on each lab alone and on ``CHECK_LABS`` together: rows per lab."""
+def check_several(labs, make, n, seed, covariates=None):
+    """One imputer on each lab alone and on ``CHECK_LABS`` together: rows per lab.
+
+    With ``covariates`` (the patients' table), also on the labs together
+    with the covariates ``COVARIATES`` (``multi+cov``).
+    """
     labs = _some_patients({k: labs[k] for k in CHECK_LABS}, n, seed)
     visible, hidden, rows = {}, {}, {}
     for k, (name, data) in enumerate(labs.items()):
@@ -246,6 +278,13 @@ def check_several(labs, make, n, seed):
     multi_pred = _multi_predictions(multi, every, hidden)
     multi_curves = multi.transform_3d(every)
     multi_seconds = time.perf_counter() - start
+    with_cov = {}
+    if covariates is not None:
+        every_cov = _with_covariates(visible, covariates, CHECK_LABS)
+        start = time.perf_counter()
+        fitted = make(seed, covariates=COVARIATES).fit(every_cov)
+        with_cov = _multi_predictions(fitted, every_cov, hidden)
+        cov_seconds = time.perf_counter() - start
     out = []
     for j, name in enumerate(CHECK_LABS):
         start = time.perf_counter()
@@ -269,18 +308,23 @@ def check_several(labs, make, n, seed):
                 "multi s": multi_seconds,
             }
         )
+        if with_cov:
+            error = with_cov[name] - truth
+            out[-1]["multi+cov RMSE"] = float(np.sqrt(np.mean(error**2)))
+            out[-1]["multi+cov s"] = cov_seconds
     return out
 
 
-def run_checks(labs, seeds):
-    """Rows of every imputer, number of patients and seed of ``--kernel-mice``."""
+def run_checks(labs, seeds, imputers, covariates=None):
+    """Rows of every imputer, number of patients and seed (``--kernel-mice``,
+    ``--networks``; with ``covariates``, also ``multi+cov``)."""
     rows = []
-    for imputer, make in CHECK_IMPUTERS.items():
+    for imputer, make in imputers.items():
         for n in CHECK_SUBJECTS:
             for seed in seeds:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    got = check_several(labs, make, n, seed)
+                    got = check_several(labs, make, n, seed, covariates)
                 rows.extend({"imputer": imputer, **row} for row in got)
                 print(f"{imputer} n={n} seed={seed} done", flush=True)
     return rows
@@ -295,6 +339,15 @@ def _shown(row):
         "multi / uni": f"{row['multi RMSE'] / row['uni RMSE']:.3f}",
         "uni s": f"{row['uni s']:.1f}",
         "multi s": f"{row['multi s']:.1f}",
+        **(
+            {
+                "multi+cov RMSE": f"{row['multi+cov RMSE']:.4f}",
+                "multi+cov / uni": f"{row['multi+cov RMSE'] / row['uni RMSE']:.3f}",
+                "multi+cov s": f"{row['multi+cov s']:.1f}",
+            }
+            if "multi+cov RMSE" in row
+            else {}
+        ),
     }
 
 
@@ -321,6 +374,9 @@ def over_seeds(rows):
                 "multi outside": sum(r["multi outside"] for r in mine),
             }
         )
+        if all("multi+cov RMSE" in r for r in mine):
+            cov = [r["multi+cov RMSE"] / r["uni RMSE"] for r in mine]
+            out[-1]["multi+cov / uni"] = "{:.3f} ({:.3f})".format(*_mean_se(cov))
     return out
 
 
@@ -359,15 +415,24 @@ def main():
         help="check KernelImputer and MICEImputer on several labs instead",
     )
     parser.add_argument(
+        "--networks",
+        nargs="*",
+        choices=["sand", "vt"],
+        help="check these networks on several labs instead (no name: both)",
+    )
+    parser.add_argument(
         "--check-seeds",
         default="0,1",
-        help="seeds of --kernel-mice, comma-separated (default 0,1)",
+        help="seeds of --kernel-mice and --networks, comma-separated (default 0,1)",
     )
     args = parser.parse_args()
     labs, covariates = load()
+    seeds = [int(s) for s in args.check_seeds.split(",")]
     if args.kernel_mice:
-        seeds = [int(s) for s in args.check_seeds.split(",")]
-        return kernel_mice(labs, seeds, args.write)
+        return several_labs(labs, seeds, "kernel-mice", ["kernel", "mice"], args.write)
+    if args.networks is not None:
+        names = args.networks or ["sand", "vt"]
+        return several_labs(labs, seeds, "networks", names, args.write, covariates)
     results = []
     for split in range(args.splits):
         with warnings.catch_warnings():
@@ -430,50 +495,36 @@ def main():
         write_section("pbc", "PBC: univariate against multivariate PACE", body)
 
 
-def kernel_mice(labs, seeds, write):
-    """Print (and with ``write`` record) the ``--kernel-mice`` tables."""
-    rows = run_checks(labs, seeds)
-    columns = [
-        "imputer",
-        "patients",
-        "seed",
-        "lab",
-        "hidden",
-        "uni RMSE",
-        "multi RMSE",
-        "multi / uni",
-        "uni outside",
-        "multi outside",
-        "uni s",
-        "multi s",
-    ]
+def several_labs(labs, seeds, kind, names, write, covariates=None):
+    """Print (and with ``write`` record) the tables of ``--kernel-mice``
+    (``kind`` "kernel-mice") or ``--networks`` ("networks"), for the imputers
+    ``names`` (with the patients' ``covariates``, also ``multi+cov``)."""
+    imputers = {k: CHECK_IMPUTERS[k] for k in names}
+    rows = run_checks(labs, seeds, imputers, covariates)
+    cov = ["multi+cov RMSE", "multi+cov / uni"] if covariates is not None else []
+    columns = ["imputer", "patients", "seed", "lab", "hidden", "uni RMSE"]
+    columns += ["multi RMSE", "multi / uni", *cov, "uni outside", "multi outside"]
+    columns += ["uni s", "multi s", *(["multi+cov s"] if cov else [])]
     table = markdown_table([_shown(r) for r in rows], columns)
     summary = markdown_table(
         over_seeds(rows),
-        [
-            "imputer",
-            "patients",
-            "lab",
-            "seeds",
-            "multi / uni",
-            "highest",
-            "uni outside",
-            "multi outside",
-        ],
+        ["imputer", "patients", "lab", "seeds", "multi / uni"]
+        + (["multi+cov / uni"] if cov else [])
+        + ["highest", "uni outside", "multi outside"],
     )
     print(table)
     print()
     print(summary)
     if write:
         body = (
-            "KernelImputer and MICEImputer on several variables: "
+            f"{CHECK_TEXT[kind]} on several variables: "
             "survival::pbcseq's log bilirubin, albumin and log prothrombin time "
             "(years since entry), on 90 patients drawn at random and on all 312, "
             f"at seeds {', '.join(map(str, seeds))} (the seed draws the patients, "
             "the split of 20% of each patient's values of each lab, keeping at "
-            "least two, and MICE's chain). `uni`: the imputer fitted on the lab "
-            "alone; `multi`: on the three labs together. RMSE at the hidden "
-            "values (query times held inside the fit's range); `outside`: "
+            "least two, and the imputers' randomness). `uni`: the imputer fitted "
+            "on the lab alone; `multi`: on the three labs together. RMSE at the "
+            "hidden values (query times held inside the fit's range); `outside`: "
             "patients whose curve on the fit's grid leaves the lab's range of "
             "values widened by half of it on each side; seconds: the fit and "
             "predictions (`multi`: all three labs).\n\n"
@@ -481,11 +532,7 @@ def kernel_mice(labs, seeds, write):
             "(paired), its mean (standard error) and highest value, and the "
             f"patients outside, summed.\n\n{summary}\n"
         )
-        write_section(
-            "pbc-kernel-mice",
-            "PBC: Kernel and MICE on one lab and on three",
-            body,
-        )
+        write_section(*CHECK_SECTIONS[kind], body)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,11 @@ from fdaimpute._core.params import (
     Options,
     Pair,
 )
-from fdaimpute._fpca.covariates import CovariateDesign, varying_coefficients
+from fdaimpute._fpca.covariates import (
+    CovariateDesign,
+    covariate_names,
+    varying_coefficients,
+)
 from fdaimpute._fpca.folds import N_FOLDS
 from fdaimpute._fpca.heldout import one_standard_error_k
 from fdaimpute._numerics.interpolate import spline_columns
@@ -355,22 +359,11 @@ class MultivariatePACEImputer(BaseImputer):
             )
         return params
 
-    def _covariate_names(self):
-        if self.covariates is None:
-            return []
-        names = list(self.covariates)
-        bad = [c for c in names if not isinstance(c, str)]
-        if bad or len(set(names)) != len(names):
-            raise ValueError(
-                f"covariates must be distinct column names, got {self.covariates!r}"
-            )
-        return names
-
     def _fit(self, data):
         params = self._pace_params()
         p = data.n_variables
         seed = self.random_state
-        names = self._covariate_names()
+        names = covariate_names(self.covariates)
         self.covariate_encoding_, self.covariate_effects_ = {}, []
         self.covariate_columns_ = []
         design = None
@@ -756,10 +749,7 @@ class MultivariatePACEImputer(BaseImputer):
         std : ndarray or DataFrame of shape (n_subjects, p * n_grid)
             Only with ``return_std``.
         """
-        given = self._check_transform_input(X)
-        design = self._design(given)
-        data = self._adjusted(given, design)
-        grid = self._query_grid(grid)
+        given, design, data, grid = self._prepared(X, grid)
         inner, _ = self._clip_grid(grid)
         with one_blas_thread():
             if return_std:
@@ -798,18 +788,42 @@ class MultivariatePACEImputer(BaseImputer):
         ndarray or DataFrame of shape (n_subjects, p * n_grid)
             With ``extrapolate="clip"``, 0 outside the training range.
         """
-        data = self._check_transform_input(X)
-        design = self._design(data)
-        data = self._adjusted(data, design)
-        grid = self._query_grid(grid)
+        _, design, data, grid = self._prepared(X, grid)
         inner, outside = self._clip_grid(grid)
         with one_blas_thread():
             scores = self._scores(data)
+        deriv = self._slopes(scores, design, data, inner, outside)
+        return self._wrap(deriv, data, grid)
+
+    def _curves_and_derivatives(self, X, grid=None):
+        """``transform(X, grid=grid)`` and ``derivative(X, grid=grid)`` as arrays.
+
+        The subjects are scored once for both (the networks' statistical
+        base asks for both on every batch).
+        """
+        given, design, data, grid = self._prepared(X, grid)
+        inner, outside = self._clip_grid(grid)
+        with one_blas_thread():
+            scores = self._scores(data)
+        curves = self._model.curves(scores, inner)
+        curves = curves + self._covariate_curves(design, inner)
+        curves = np.asarray(self._finish_variables(given, grid, curves))
+        return curves, self._slopes(scores, design, data, inner, outside)
+
+    def _prepared(self, X, grid):
+        """The checked subjects, the covariates' design, the subjects with
+        the covariates' effects taken off, and the query grid."""
+        given = self._check_transform_input(X)
+        design = self._design(given)
+        return given, design, self._adjusted(given, design), self._query_grid(grid)
+
+    def _slopes(self, scores, design, data, inner, outside):
+        """The derivatives of the scored subjects' curves on ``inner``."""
         deriv = self._model.slopes(scores, inner)
         deriv = deriv + self._covariate_curves(design, inner, derivative=True)
         deriv[:, np.tile(outside, len(self.variables_))] = 0.0
         self._check_finite(deriv, data, "derivative")
-        return self._wrap(deriv, data, grid)
+        return deriv
 
     def predict_at(self, X, times=None):
         """Each subject's imputed value at each of its own observations.
@@ -832,9 +846,7 @@ class MultivariatePACEImputer(BaseImputer):
                 "MultivariatePACEImputer.predict_at takes times=None only; "
                 "use transform(X, grid=times) for common times"
             )
-        given = self._check_transform_input(X)
-        design = self._design(given)
-        data = self._adjusted(given, design)
+        given, design, data, _ = self._prepared(X, None)
         model = self._model
         with one_blas_thread():
             scores = self._scores(data)

@@ -90,6 +90,7 @@ class VTImputer(NeuralVariablesMixin, _NeuralImputer):
         *,
         preset="cpu",
         base="auto",
+        covariates=None,
         d_model=None,
         n_heads=None,
         encoder_layers=None,
@@ -122,6 +123,7 @@ class VTImputer(NeuralVariablesMixin, _NeuralImputer):
     ):
         self.preset = preset
         self.base = base
+        self.covariates = covariates
         self.d_model = d_model
         self.n_heads = n_heads
         self.encoder_layers = encoder_layers
@@ -342,6 +344,7 @@ class SANDImputer(NeuralVariablesMixin, _NeuralImputer):
         *,
         preset="cpu",
         base="auto",
+        covariates=None,
         d_model=None,
         n_heads=None,
         encoder_layers=None,
@@ -381,6 +384,7 @@ class SANDImputer(NeuralVariablesMixin, _NeuralImputer):
     ):
         self.preset = preset
         self.base = base
+        self.covariates = covariates
         self.d_model = d_model
         self.n_heads = n_heads
         self.encoder_layers = encoder_layers

@@ -139,19 +139,29 @@ def test_kernel_and_mice_take_several_variables(method, long_table, tmp_path):
         )  # fmt: skip
 
 
-def test_sand_takes_several_variables(long_table, tmp_path):
+def test_sand_takes_several_variables_and_covariates(long_table, tmp_path):
     pytest.importorskip("torch")
     path, out = tmp_path / "labs.csv", tmp_path / "curves.csv"
     long_table.to_csv(path, index=False)
     _run(
         "impute", path, "-o", out, "--method", "sand", "--variable", "lab",
-        "--grid", "0:1:11", "--param", "max_epochs=2", "--param", "d_model=16",
-        "--param", "n_heads=2", *COLUMNS,
+        "--covariates", "age,group", "--grid", "0:1:11", "--param", "max_epochs=2",
+        "--param", "d_model=16", "--param", "n_heads=2", *COLUMNS,
     )  # fmt: skip
     got = pd.read_csv(out)
-    data = MultivariateIrregularData.from_long(long_table, "subject", "age_at", "lab")
-    est = fi.SANDImputer(grid=GRID, max_epochs=2, d_model=16, n_heads=2, random_state=0)
+    data = MultivariateIrregularData.from_long(
+        long_table, "subject", "age_at", "lab", covariates=COVARIATES
+    )
+    est = fi.SANDImputer(
+        grid=GRID,
+        max_epochs=2,
+        d_model=16,
+        n_heads=2,
+        random_state=0,
+        covariates=COVARIATES,
+    )
     curves = est.fit(data).transform(data)
+    assert est.covariate_columns_ == ["age", "group=b", "group=c"]
     assert got.columns[1] == "x2:t=0" and got.shape == (len(data), 1 + 3 * GRID.size)
     assert_allclose(got.drop(columns="subject").to_numpy(), curves, rtol=0, atol=1e-6)
 

@@ -1,5 +1,7 @@
 """VT and SAND on several variables: one network, one curve per variable."""
 
+import copy
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
@@ -7,7 +9,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 import fdaimpute as fi
 from fdaimpute.multivariate import MultivariateIrregularData
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 FAST = dict(max_epochs=3, random_state=0, d_model=16, n_heads=2, dim_feedforward=32)
 
@@ -27,7 +29,8 @@ def test_one_curve_per_variable_in_every_output(fitted, coupled):
     n, g = len(data), fitted.grid_.size
     assert fitted.variables_ == ["x0", "x1"]
     assert fitted.module_config_["vt"]["n_variables"] == 2
-    assert fitted.base_ is None and fitted.noise_variance_.shape == (2,)
+    assert isinstance(fitted.base_, fi.MultivariatePACEImputer)
+    assert fitted.base_weight_.shape == (2,) and fitted.noise_variance_.shape == (2,)
     curves = fitted.transform(data)
     assert curves.shape == (n, 2 * g) and np.isfinite(curves).all()
     assert_array_equal(fitted.transform_3d(data), curves.reshape(n, 2, g))
@@ -72,8 +75,8 @@ def test_a_variable_never_seen_for_a_subject_is_imputed_from_the_others(
 
 def test_what_several_variables_do_not_support_yet(coupled):
     data = coupled.train.data
-    with pytest.raises(ValueError, match="base='pace' is for one variable"):
-        fi.SANDImputer(base="pace", **FAST).fit(data)
+    with pytest.raises(ValueError, match="base='kernel'"):
+        fi.SANDImputer(base="kernel", **FAST).fit(data)
     with pytest.raises(ValueError, match="no regularizers"):
         fi.VTImputer(regularizers=[fi.regularizers.LipReg(1e-3)], **FAST).fit(data)
     imp = fi.VTImputer(**FAST).fit(data)
@@ -94,9 +97,11 @@ def _x0_alone(data):
     return part, several
 
 
-def test_one_variable_alone_is_the_univariate_network(coupled):
+@pytest.mark.parametrize("base", [None, "auto"])
+def test_one_variable_alone_is_the_univariate_network(coupled, base):
+    # with a base: multivariate PACE of one variable is univariate PACE
     part, alone = _x0_alone(coupled.train.data)
-    settings = dict(FAST, base=None, calibration_folds=None)
+    settings = dict(FAST, base=base, calibration_folds=None)
     several = fi.SANDImputer(**settings).fit(alone)
     one = fi.SANDImputer(**settings).fit(part)
     test, test_alone = _x0_alone(coupled.test.data)
@@ -115,3 +120,84 @@ def test_save_load_and_refit_on_one_variable(coupled, tmp_path):
     imp.set_params(warm_start=True, base=None, calibration_folds=None).fit(part)
     assert not hasattr(imp, "variables_")
     assert imp.transform(part).shape == (len(part), imp.grid_.size)
+
+
+def test_each_variable_mixes_the_base_by_its_own_weight(fitted, coupled):
+    # a weight of 0 on a variable gives the base's curves there, whatever
+    # the network does on the other
+    imp = copy.deepcopy(fitted)
+    data = coupled.test.data
+    base = imp.base_.transform_3d(data, grid=imp.grid_)
+    for name, gate in imp.module_.named_parameters():
+        if name.split(".")[-1] == "base_gate":
+            gate.data = torch.tensor([0.0, 0.7])
+    curves = imp.transform_3d(data)
+    assert_allclose(curves[:, 0], base[:, 0], rtol=1e-5, atol=1e-5)
+    assert np.abs(curves[:, 1] - base[:, 1]).max() > 1e-2
+
+
+def test_a_base_kept_on_every_variable_is_refitted_on_every_subject(fitted, coupled):
+    # three epochs do not beat multivariate PACE on either variable: the
+    # imputer is then the base, fitted on every training subject as
+    # MultivariatePACEImputer(random_state=0) is
+    assert fitted.best_epoch_ == -1
+    assert_array_equal(fitted.base_weight_, [0.0, 0.0])
+    pace = fi.MultivariatePACEImputer(random_state=0).fit(coupled.train.data)
+    test = coupled.test.data
+    assert_allclose(
+        fitted.transform(test),
+        pace.transform(test, grid=fitted.grid_),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+@pytest.fixture(scope="module")
+def with_covariates():
+    sim = fi.simulate.multivariate_gaussian(
+        n=150, n_variables=2, covariates=True, random_state=1
+    )
+    names = list(sim.train.data.covariates)
+    imp = fi.VTImputer(**FAST, covariates=names).fit(sim.train.data)
+    return imp, sim.test.data
+
+
+def test_the_network_and_its_base_read_the_subjects_covariates(with_covariates):
+    imp, data = with_covariates
+    imp = copy.deepcopy(imp)
+    assert imp.covariate_columns_ == ["age", "group=b", "group=c"]
+    assert imp.module_config_["vt"]["n_covariates"] == 3
+    assert imp.base_.covariates == ["age", "group"]
+    # the base computed in the network from its inputs is the base itself
+    for name, gate in imp.module_.named_parameters():
+        if name.split(".")[-1] == "base_gate":
+            gate.data = torch.zeros(2)
+    assert_allclose(
+        imp.transform(data),
+        imp.base_.transform(data, grid=imp.grid_),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    for name, gate in imp.module_.named_parameters():
+        if name.split(".")[-1] == "base_gate":
+            gate.data = torch.ones(2)  # the network alone
+    curves = imp.transform(data)
+    older = data.take(np.arange(len(data)))
+    older.covariates = {**data.covariates, "age": data.covariates["age"] + 20.0}
+    moved = imp.transform(older)
+    assert np.abs(moved - curves).max() > 1e-3
+    # each subject's curves depend on its own covariates only
+    assert_allclose(imp.transform(data.take([2, 0])), curves[[2, 0]], atol=1e-5)
+
+
+def test_covariates_are_checked_where_they_are_read(with_covariates, coupled):
+    imp, data = with_covariates
+    without = data.take(np.arange(len(data)))
+    without.covariates = {"age": data.covariates["age"]}
+    with pytest.raises(ValueError, match="group"):
+        imp.transform(without)
+    part, _ = coupled.train.data.variable_data(0)
+    with pytest.raises(ValueError, match="reads subject covariates"):
+        fi.SANDImputer(**FAST, covariates=["age"]).fit(part)
+    with pytest.raises(ValueError, match="distinct column names"):
+        fi.VTImputer(**FAST, covariates=["age", "age"]).fit(data)

@@ -923,6 +923,27 @@ def test_parameter_groups_split_sand_from_the_transformer():
     assert len(model.vt.parameter_groups()) == 1
 
 
+def test_sands_base_gate_learns_at_the_transformers_rate():
+    # the gate weighs the network against the base: SAND's slow rate (the
+    # CPU preset's 1e-5) would hold it within ~1e-5 per step of the base
+    torch.manual_seed(0)
+    vt = VTModule(**TINY, base_gate=True)
+    model = SANDModule(vt, SANDLayer(2, 8, 16), base_gate=True)
+    model.base_curves = lambda t, y, mask, grid: (
+        torch.zeros(len(t), grid.shape[0]),
+        torch.zeros(len(t), grid.shape[0]),
+    )
+    gates = [p for n, p in model.named_parameters() if n.endswith("base_gate")]
+    rest = {id(p) for p in model.parameter_groups()[0]}
+    assert len(gates) == 2 and all(id(g) in rest for g in gates)
+    trainer = Trainer(
+        model, torch.linspace(0, 1, 21), max_epochs=5, lr=1e-2, sand_lr=1e-5
+    )
+    trainer.fit(ragged(n=64, seed=1))
+    steps = 5 * trainer.steps_per_epoch
+    assert float(model.base_gate) > 20 * 1e-5 * steps
+
+
 def test_validation_hiding_is_fixed_by_its_seed_and_follows_batches():
     from fdaimpute.nn.validation import hidden_in_batch, hide_validation_observations
 

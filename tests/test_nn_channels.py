@@ -173,3 +173,87 @@ def test_a_network_of_two_variables_learns_one_from_the_other():
     # the square has variance 2; its best linear predictor from x0 keeps it all
     assert ((pred - y)[~seen] ** 2).mean() < 0.2
     assert ((pred - y)[seen] ** 2).mean() < 0.1
+
+
+def test_the_base_is_kept_or_left_for_each_variable_on_its_own():
+    # x0 is a subject's level, which the base gets exactly from any visible
+    # x0; x1 is the level's square, where the base says 0. The network can
+    # only lose on x0 and wins on x1: the gate goes back to 0 on x0 alone
+    from fdaimpute.nn import RaggedTensors, Trainer
+    from fdaimpute.nn.validation import hide_validation_observations
+
+    def draw(n, seed):
+        gen = torch.Generator().manual_seed(seed)
+        level = torch.randn(n, generator=gen)
+        counts = torch.full((n,), 8)
+        variable = torch.tensor([0] * 5 + [1] * 3).repeat(n)
+        times = torch.rand(8 * n, generator=gen)
+        own = level.repeat_interleave(8)
+        values = torch.where(variable == 0, own, own**2 - 1)
+        offsets = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
+        return RaggedTensors(times, values, offsets, variable=variable)
+
+    def base(t, y, mask, grid, variable):
+        seen = mask & (variable == 0)
+        level = (y * seen).sum(1) / seen.sum(1).clamp(min=1)
+        m = grid.shape[0]
+        curves = torch.cat([level[:, None].expand(-1, m), torch.zeros(len(y), m)], 1)
+        return curves, None
+
+    torch.manual_seed(0)
+    module = VTModule(**SMALL, n_variables=2, base_gate=True)
+    module.base_curves = base
+    valid, check = draw(150, 2), draw(150, 3)
+    trainer = Trainer(
+        module, torch.linspace(0, 1, 11), max_epochs=20, lr=3e-3, keep_start=True
+    )
+    trainer.fit(
+        draw(400, 1),
+        valid,
+        hide_validation_observations(valid, 4),
+        check,
+        hide_validation_observations(check, 5),
+    )
+    gate = module.base_gate.detach()
+    assert trainer.best_epoch >= 0 and len(trainer.start_gain) == 2
+    assert gate[0] == 0 and gate[1] > 0.1
+    assert trainer.start_gain[0][1] < 1 and trainer.start_gain[1][1] > 3
+
+
+def test_a_network_reads_a_subjects_level_from_its_covariates():
+    # the observations carry no information on the level (pure noise), the
+    # covariate is the level: only the covariates' token can give it
+    from fdaimpute.nn.integration import interpolate_linear
+
+    torch.manual_seed(3)
+    vt = VTModule(**SMALL, n_covariates=2)
+    grid = torch.linspace(0, 1, 11)
+    opt = torch.optim.Adam(vt.parameters(), lr=3e-3)
+
+    def draw(n, gen):
+        z = torch.randn(n, 2, generator=gen)
+        t = torch.rand(n, 4, generator=gen)
+        seen = torch.arange(4).expand(n, 4) == 0
+        y = torch.where(seen, torch.randn(n, 4, generator=gen), z[:, :1])
+        return t, y, seen, z
+
+    gen = torch.Generator().manual_seed(4)
+    for _ in range(200):
+        t, y, seen, z = draw(64, gen)
+        out = vt(t, torch.where(seen, y, 0.0), seen, grid, covariates=z)
+        loss = ((interpolate_linear(out["curve"], grid, t) - y)[~seen] ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    vt.eval()
+    with torch.no_grad():
+        t, y, seen, z = draw(500, torch.Generator().manual_seed(5))
+        out = vt(t, torch.where(seen, y, 0.0), seen, grid, covariates=z)
+        pred = interpolate_linear(out["curve"], grid, t)
+        # the level's variance is 1: ignoring the covariate leaves it all
+        assert ((pred - y)[~seen] ** 2).mean() < 0.1
+        assert vt.encode(t, y, seen, covariates=z).shape == (500, 4, 16)
+    with pytest.raises(ValueError, match="2 covariates"):
+        vt(t, y, seen, grid)
+    with pytest.raises(ValueError, match="without them"):
+        VTModule(**SMALL)(t, y, seen, grid, covariates=z)

@@ -15,7 +15,7 @@ MULTIVARIATE_METHODS = ("mpace", "kernel", "mice", "vt", "sand")
 ALWAYS_MULTIVARIATE = ("mpace",)
 
 #: Methods whose means use subject covariates (--covariates).
-COVARIATE_METHODS = ("mpace",)
+COVARIATE_METHODS = ("mpace", "vt", "sand")
 
 
 @dataclass(frozen=True)

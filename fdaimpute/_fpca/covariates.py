@@ -30,6 +30,23 @@ _RIDGE = 1e-8
 _MAX_PAIRS = 2_000_000
 
 
+def covariate_names(setting):
+    """The covariate names of an imputer's ``covariates`` parameter (a list).
+
+    Raises
+    ------
+    ValueError
+        Names that are not strings, or that repeat.
+    """
+    if setting is None:
+        return []
+    names = list(setting)
+    bad = [c for c in names if not isinstance(c, str)]
+    if bad or len(set(names)) != len(names):
+        raise ValueError(f"covariates must be distinct column names, got {setting!r}")
+    return names
+
+
 def _is_numeric(column):
     return np.asarray(column).dtype.kind in "biuf"
 
@@ -138,6 +155,33 @@ class CovariateDesign:
             )
         n = len(next(iter(covariates.values()))) if covariates else 0
         return np.concatenate(blocks, axis=1) if blocks else np.zeros((n, 0))
+
+    def values(self, z):
+        """The covariates of a design ``z``: the inverse of :meth:`matrix`.
+
+        Parameters
+        ----------
+        z : ndarray of shape (n_subjects, n_columns)
+
+        Returns
+        -------
+        dict of str to ndarray
+            Numeric covariates as floats, categorical ones as their levels
+            (the reference where a row's one-hot columns are all zero).
+        """
+        out, at = {}, 0
+        for name, code in self.encoding.items():
+            if code["kind"] == "numeric":
+                out[name] = z[:, at] + code["centre"]
+                at += 1
+                continue
+            k = len(code["levels"])
+            block = z[:, at : at + k]
+            labels = np.asarray([code["reference"], *code["levels"]], dtype=object)
+            pick = np.where(block.max(axis=1) > 0.5, block.argmax(axis=1) + 1, 0)
+            out[name] = labels[pick]
+            at += k
+        return out
 
 
 def _label(ids):

@@ -74,6 +74,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
     calibration_folds = None
     #: What models saved before ``visible_weight`` existed were trained with.
     visible_weight = 1.0
+    #: What models saved before ``covariates`` existed read (none).
+    covariates = None
     #: No time budget (CNP's default; VT and SAND take it as a parameter).
     max_time = None
     #: Eager training steps (CNP's; VT and SAND take it as a parameter).
@@ -106,6 +108,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         }
         if self._n_variables() > 1:
             vt["n_variables"] = self._n_variables()
+        if self._n_covariates():
+            vt["n_covariates"] = self._n_covariates()
         return {"kind": "vt", "vt": vt}
 
     @staticmethod
@@ -167,6 +171,14 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         """Variables the network imputes together (1 here)."""
         return 1
 
+    def _n_covariates(self):
+        """Covariate columns the network reads (none here)."""
+        return 0
+
+    def _covariate_matrix(self, data):
+        """The subjects' covariates as the network reads them (None here)."""
+        return None
+
     def _uses_base(self):
         """Whether the fit trains against a statistical base."""
         return self.base is not None
@@ -184,7 +196,14 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
 
         t = (data.times - self.time_offset_) / self.time_scale_
         y, variable = self._standardised(data)
-        return RaggedTensors(t, y, data.offsets, device=device, variable=variable)
+        return RaggedTensors(
+            t,
+            y,
+            data.offsets,
+            device=device,
+            variable=variable,
+            covariates=self._covariate_matrix(data),
+        )
 
     def _grid_tensor(self, grid, device):
         import torch
@@ -286,13 +305,18 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                     )
             with phases.phase("calibrating the bands"):
                 self._fit_uncertainty(modules, data, calib, settings)
-        if self.base_ is not None and self.best_epoch_ < offset and not warm:
+        if self.base_ is not None and not warm and self._base_kept(offset):
             # no epoch beat the base: the imputer is the base, so refit it on
             # every subject (after the error model was calibrated honestly)
             phases.add()
             with phases.phase(f"base kept, refitted on all {len(data)} subjects"):
                 self.base_ = self._fit_base(data, seed)
             self._attach_base(module)
+
+    def _base_kept(self, offset):
+        """Whether the base is kept (then refitted on every subject): no
+        epoch from ``offset`` on beat it."""
+        return self.best_epoch_ < offset
 
     def _base_name(self):
         """What ``base`` fits: PACE, the kernel smoother or the given imputer."""
@@ -357,21 +381,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         """
         if self.base is None:
             return None
-        if isinstance(self.base, str):
-            from fdaimpute.kernel import KernelImputer
-            from fdaimpute.pace import PACEImputer
-
-            if self.base in ("auto", "pace"):
-                # an int seed is passed on, so a base kept as it is equals
-                # PACEImputer(random_state=seed) fitted on the same subjects
-                state = self.random_state
-                base = PACEImputer(
-                    random_state=state if isinstance(state, numbers.Integral) else seed
-                )
-            else:
-                base = KernelImputer()
-        else:
-            base = clone(self.base)
+        base = self._base_imputer(seed)
         # validation subjects and the widened model grid may reach beyond
         # the training subjects' range
         base.set_params(extrapolate="clip")
@@ -393,6 +403,25 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 "to train the network alone"
             ) from err
 
+    def _base_imputer(self, seed):
+        """The unfitted base ``base`` names."""
+        if not isinstance(self.base, str):
+            return clone(self.base)
+        if self.base in ("auto", "pace"):
+            from fdaimpute.pace import PACEImputer
+
+            return PACEImputer(random_state=self._base_seed(seed))
+        from fdaimpute.kernel import KernelImputer
+
+        return KernelImputer()
+
+    def _base_seed(self, seed):
+        """The base's ``random_state``: the imputer's own when an int (so a
+        base kept as it is equals that imputer fitted on the same subjects),
+        else ``seed``."""
+        state = self.random_state
+        return state if isinstance(state, numbers.Integral) else seed
+
     def _attach_base(self, module, base=None):
         """Give ``module`` the curves of ``base`` (default: the fitted ``base_``)."""
         from fdaimpute.nn.base_curves import EstimatorBase
@@ -407,7 +436,12 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 self.value_mean_,
                 self.value_scale_,
                 derivative=self._has_derivative,
+                **self._base_inputs(),
             )
+
+    def _base_inputs(self):
+        """More arguments of the base's EstimatorBase (none here)."""
+        return {}
 
     def _new_module(self, grid, device):
         """A fresh network of ``module_config_``, initialised for ``grid``."""
@@ -475,7 +509,10 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         self.best_epoch_ = trainer.best_epoch
         self.start_gain_ = trainer.start_gain
         gate = getattr(module, "base_gate", None)
-        self.base_weight_ = None if gate is None else float(gate.detach())
+        if gate is not None:
+            gate = gate.detach().cpu().numpy().astype(np.float64)
+            gate = float(gate) if gate.ndim == 0 else gate
+        self.base_weight_ = gate
         self.n_epochs_ = len(history["epoch"])
         self.stop_reason_ = trainer.stop_reason
         graphed = trainer.graphed

@@ -162,6 +162,7 @@ _POSITIVE_INT = [Interval("int", 1), None]
 VT_CONSTRAINTS = {
     **BaseImputer._param_constraints,
     "preset": [Options(*PRESETS)],
+    "covariates": [Instance((list, tuple), "a list of covariate names"), None],
     "base": [
         Options("auto", "pace", "kernel"),
         Instance(BaseImputer, "an imputer"),

@@ -53,7 +53,26 @@ COMMON_PARAMS_DOC = """
         sets scored, and at or below the network alone on the non-linear
         processes, while the network alone was 4-18% above PACE on the real
         data and the paper's process (``docs/benchmarks.md``);
-        it costs one PACE fit, seconds.
+        it costs one PACE fit, seconds. On several variables
+        (a ``MultivariateIrregularData``) ``"auto"`` and ``"pace"`` are a
+        :class:`~fdaimpute.MultivariatePACEImputer` (``"kernel"`` is
+        refused; an imputer given must take several variables), the weight
+        ``g`` is one per variable and the comparison is made on each
+        variable's hidden points apart: a variable on which the network
+        does not beat the base keeps the base's curves (``g = 0``; the base
+        is then refitted on every subject), and the imputer is the base
+        only when that holds for every variable.
+    covariates : list of str, default=None
+        Subject covariates (names in ``X.covariates`` of a
+        ``MultivariateIrregularData``, or columns of a long frame read with
+        ``covariates=``) that the network reads: numeric ones centred and
+        scaled by their training SD, categorical ones one-hot encoded
+        against their most frequent training level; together they make one
+        more encoder token, always visible, that every observation and grid
+        query can attend to. ``transform`` then needs every subject's
+        values of them. The multivariate PACE base reads them too (as its
+        ``covariates``: a covariate-adjusted mean). ``None``: no
+        covariates, whatever ``X`` carries.
     d_model : int, default=None
         Width of the transformer's tokens.
     n_heads : int, default=None
@@ -191,14 +210,28 @@ COMMON_ATTRS_DOC = """
         epoch of this fit) when no epoch beat the start, i.e. the base.
     base_ : imputer or None
         The fitted base (see ``base``).
-    base_weight_ : float or None
+    covariate_encoding_ : dict
+        With ``covariates``: each covariate's coding (``"numeric"`` with
+        its training mean, or ``"categorical"`` with its reference level
+        and the other levels), as ``MultivariatePACEImputer`` has it.
+    covariate_columns_ : list of str
+        With ``covariates``: the design's columns (``"age"``,
+        ``"sex=m"``...) that the network reads, each scaled by
+        ``covariate_scale_``.
+    covariate_scale_ : ndarray
+        With ``covariates``: each design column's training SD (1 where it
+        is 0).
+    base_weight_ : float, ndarray of shape (p,) or None
         With a base: the weight ``g`` of the network's curve in the output
-        (0: the base; 1: the network alone); None without a base.
-    start_gain_ : tuple of float or None
+        (0: the base; 1: the network alone), one per variable on several;
+        None without a base.
+    start_gain_ : tuple of float, list or None
         With a base: how much lower the best epoch's held-out error was
         than the base's on the comparison subjects, that gain in standard
         errors, and the signed-rank test's p-value (None when no epoch beat
-        the base at all).
+        the base at all). On several variables, a list of such tuples, one
+        per variable (None for a variable with no hidden point among the
+        comparison subjects, which keeps the base).
     n_epochs_ : int
         Epochs run.
     cuda_graph_ : bool

@@ -7,15 +7,20 @@
 network reads every observation of every variable (each token carries its
 variable) and outputs each variable's curve (see
 :mod:`fdaimpute.nn.channels`). Each variable's values are standardised by
-its own mean and SD. Not yet on several variables: a statistical base
-(``base="auto"`` trains the network alone), the error model behind
-``return_std`` and regularizers.
+its own mean and SD. The statistical base is
+:class:`~fdaimpute.MultivariatePACEImputer`, mixed in by one weight per
+variable and judged per variable: a variable on which the network does not
+beat it keeps the base's curves (the base is then refitted on every
+subject, as when it is kept on all of them). Subject covariates
+(``covariates``) are one more token of the encoder. Not yet on several
+variables: the error model behind ``return_std`` and regularizers.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from fdaimpute._fpca.covariates import CovariateDesign, covariate_names
 from fdaimpute.multivariate import SeveralVariablesMixin, holds_several_variables
 from fdaimpute.noise import noise_variance
 
@@ -48,6 +53,13 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
             return super().fit(X, y)
         if self._several():  # a network of several variables cannot go on
             self._clear_fitted()
+        if self.covariates:
+            raise ValueError(
+                f"{type(self).__name__}(covariates={self.covariates!r}) reads "
+                "subject covariates from a MultivariateIrregularData (or a long "
+                "frame with columns id, time, variable, value and the "
+                f"covariates); got {type(X).__name__}"
+            )
         return super(SeveralVariablesMixin, self).fit(X, y)
 
     def _n_variables(self):
@@ -57,11 +69,11 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
         return not self._several()
 
     def _fit_variables(self, data):
-        if self.base is not None and self.base != "auto":
+        if isinstance(self.base, str) and self.base not in ("auto", "pace"):
             raise ValueError(
-                f"{type(self).__name__} on several variables trains the network "
-                f"alone: base={self.base!r} is for one variable; pass base=None "
-                "(base='auto' does the same)"
+                f"{type(self).__name__} on several variables takes base='auto' "
+                f"or 'pace' (multivariate PACE), an imputer of several "
+                f"variables or None, got base={self.base!r}"
             )
         if self.regularizers:
             raise ValueError(
@@ -70,11 +82,60 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
         missing = data.variables[~data.counts.any(axis=0)].tolist()
         if missing:
             raise ValueError(f"variable(s) {missing} are never observed")
+        self._fit_covariates(data)
         self._fit(data)
 
-    def _uses_base(self):
-        """Whether the fit trains against a statistical base."""
-        return self.base is not None and not self._several()
+    def _fit_covariates(self, data):
+        """The covariates' coding and scale, learnt on the training subjects."""
+        names = covariate_names(self.covariates)
+        self.covariate_encoding_, self.covariate_columns_ = {}, []
+        self.covariate_scale_ = np.ones(0)
+        if not names:
+            return
+        coding = CovariateDesign.learn(data.covariates, names, data.ids)
+        self.covariate_encoding_ = coding.encoding
+        self.covariate_columns_ = coding.columns
+        spread = coding.matrix(data.covariates, data.ids).std(axis=0)
+        self.covariate_scale_ = np.where(spread > 0, spread, 1.0)
+
+    def _n_covariates(self):
+        return len(getattr(self, "covariate_columns_", ()))
+
+    def _covariate_matrix(self, data):
+        if not self._n_covariates():
+            return None
+        coding = CovariateDesign(self.covariate_encoding_)
+        return coding.matrix(data.covariates, data.ids) / self.covariate_scale_
+
+    def _base_imputer(self, seed):
+        if self._several() and isinstance(self.base, str):
+            from fdaimpute.mpace import MultivariatePACEImputer
+
+            return MultivariatePACEImputer(
+                random_state=self._base_seed(seed),
+                covariates=covariate_names(self.covariates) or None,
+            )
+        return super()._base_imputer(seed)
+
+    def _base_kept(self, offset):
+        # on several variables the base is kept on each variable whose weight
+        # is 0; the network's own curves do not depend on the base, so the
+        # others mix the network with the base refitted as well
+        kept = np.asarray(self.base_weight_) == 0
+        return super()._base_kept(offset) or (self._several() and bool(kept.any()))
+
+    def _base_inputs(self):
+        if not self._n_covariates():
+            return {}
+        return {
+            "covariates": CovariateDesign(self.covariate_encoding_),
+            "covariate_scale": self.covariate_scale_,
+        }
+
+    def _base_name(self):
+        if self._several() and isinstance(self.base, str):
+            return "multivariate PACE"
+        return super()._base_name()
 
     def _fit_value_scaling(self, data):
         """Each variable's mean and SD (arrays), or the data's (floats)."""

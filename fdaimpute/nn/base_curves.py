@@ -33,11 +33,19 @@ class EstimatorBase:
         (:func:`numpy.gradient`).
     time_offset, time_scale : float
         The module's time map: ``t_data = time_offset + time_scale * t``.
-    value_mean, value_scale : float
-        The module's value map: ``y_data = value_mean + value_scale * y``.
+    value_mean, value_scale : float or array of shape (p,)
+        The module's value map: ``y_data = value_mean + value_scale * y``;
+        one of each per variable for an imputer fitted on ``p`` variables
+        (whose curves are ``p`` blocks of the grid, variable-major).
     derivative : bool, default=True
         Also compute the base's derivative (SAND needs it, VT does not:
         without it the second tensor returned is None).
+    covariates : CovariateDesign, default=None
+        For an imputer that reads subject covariates: their design, which
+        turns the module's covariates back into the imputer's.
+    covariate_scale : ndarray, default=None
+        With ``covariates``: the module's covariates are the design's
+        columns divided by these.
 
     Examples
     --------
@@ -62,16 +70,22 @@ class EstimatorBase:
         value_mean,
         value_scale,
         derivative=True,
+        covariates=None,
+        covariate_scale=None,
     ):
         self.estimator = estimator
+        self.covariates = covariates
+        self.covariate_scale = covariate_scale
         self.derivative = bool(derivative)
         self.time_offset = float(time_offset)
         self.time_scale = float(time_scale)
-        self.value_mean = float(value_mean)
-        self.value_scale = float(value_scale)
+        self.value_mean = np.asarray(value_mean, dtype=np.float64)
+        self.value_scale = np.asarray(value_scale, dtype=np.float64)
 
-    def __call__(self, t, y, mask, grid):
+    def __call__(self, t, y, mask, grid, variable=None, covariates=None):
         """Base curves and derivatives on ``grid``: two tensors of shape (B, M).
+
+        With ``p`` variables, of shape (B, p * M).
 
         The derivative is None when the instance was made without it.
 
@@ -83,38 +97,75 @@ class EstimatorBase:
             The observations the base may use; every row needs one.
         grid : Tensor of shape (M,)
             The module's grid.
+        variable : long Tensor of shape (B, L), default=None
+            Each observation's variable, for an imputer of several.
+        covariates : Tensor of shape (B, c), default=None
+            Each subject's covariates as the module reads them (with the
+            instance's ``covariates``).
         """
-        from fdaimpute.data import IrregularData
-
         mask_np = mask.detach().cpu().numpy()
         counts = mask_np.sum(axis=1)
         if (counts == 0).any():
             raise ValueError("every subject needs an observation the base can see")
         times = t.detach().cpu().double().numpy()[mask_np]
         values = y.detach().cpu().double().numpy()[mask_np]
-        data = IrregularData(
-            self.time_offset + self.time_scale * times,
-            self.value_mean + self.value_scale * values,
-            np.concatenate([[0], np.cumsum(counts)]),
-            # float32 times can merge observations a hair apart
-            duplicates="average",
-        )
-        s = self.time_offset + self.time_scale * grid.detach().cpu().double().numpy()
+        codes = None if variable is None else variable.detach().cpu().numpy()[mask_np]
+        data = self._subjects(times, values, codes, counts)
+        if self.covariates is not None:
+            if covariates is None:
+                raise ValueError("this base reads each subject's covariates")
+            z = covariates.detach().cpu().double().numpy() * self.covariate_scale
+            data.covariates = self.covariates.values(z)
+        g = grid.detach().cpu().double().numpy()
+        s = self.time_offset + self.time_scale * g
         if self.derivative:
             curve, deriv = self._curve_and_slope(data, s)
         else:
             curve, deriv = self.estimator.transform(data, grid=s), None
-        curve = (
-            np.asarray(curve, dtype=np.float64) - self.value_mean
-        ) / self.value_scale
+        mean, scale = self._row_map(g.size)
+        curve = (np.asarray(curve, dtype=np.float64) - mean) / scale
         out = torch.as_tensor(curve, dtype=torch.float32, device=t.device)
         if not self.derivative:
             return out, None
         if deriv is None:
-            deriv = np.gradient(curve, grid.detach().cpu().double().numpy(), axis=1)
+            # each variable's block on its own
+            blocks = curve.reshape(len(curve), -1, g.size)
+            deriv = np.gradient(blocks, g, axis=2).reshape(curve.shape)
         else:
-            deriv = np.asarray(deriv) * (self.time_scale / self.value_scale)
+            deriv = np.asarray(deriv) * (self.time_scale / scale)
         return out, torch.as_tensor(deriv, dtype=torch.float32, device=t.device)
+
+    def _subjects(self, times, values, codes, counts):
+        """The visible observations in data units, as the imputer reads them."""
+        from fdaimpute.data import IrregularData
+        from fdaimpute.multivariate import MultivariateIrregularData
+
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        times = self.time_offset + self.time_scale * times
+        several = getattr(self.estimator, "variables_", None)
+        # float32 times can merge observations a hair apart: duplicates="average"
+        if several is None:
+            values = self.value_mean + self.value_scale * values
+            return IrregularData(times, values, offsets, duplicates="average")
+        if codes is None:  # a module of one variable (of an imputer of several)
+            codes = np.zeros(times.size, dtype=np.int64)
+        mean = np.broadcast_to(self.value_mean, (len(several),))
+        scale = np.broadcast_to(self.value_scale, (len(several),))
+        values = mean[codes] + scale[codes] * values
+        return MultivariateIrregularData(
+            times,
+            values,
+            codes,
+            offsets,
+            variables=self.estimator.variables_,
+            duplicates="average",
+        )
+
+    def _row_map(self, m):
+        """The value map over one row of curves (``m`` points per variable)."""
+        if self.value_mean.ndim == 0:
+            return self.value_mean, self.value_scale
+        return np.repeat(self.value_mean, m), np.repeat(self.value_scale, m)
 
     def _curve_and_slope(self, data, grid):
         """The imputer's curves and derivatives (None where it has none).

@@ -37,6 +37,8 @@ class Batch:
     variable : long Tensor of shape (B, L) or None
         Each observation's variable (0 at padding); None for data of one
         variable.
+    covariates : Tensor of shape (B, c) or None
+        Each subject's covariates (numeric, standardised); None without.
     """
 
     index: torch.Tensor
@@ -45,6 +47,14 @@ class Batch:
     valid: torch.Tensor
     visible: torch.Tensor
     variable: torch.Tensor | None = None
+    covariates: torch.Tensor | None = None
+
+    @property
+    def extra_inputs(self):
+        """The module's keyword inputs beyond the observations: ``variable``
+        and ``covariates``, where the batch has them."""
+        extra = {"variable": self.variable, "covariates": self.covariates}
+        return {k: v for k, v in extra.items() if v is not None}
 
 
 class RaggedTensors:
@@ -62,6 +72,8 @@ class RaggedTensors:
     variable : array-like of int of shape (n_obs,), default=None
         Each observation's variable, for data of several (batches then
         carry it).
+    covariates : array-like of shape (n_subjects, c), default=None
+        Each subject's covariates, numeric (batches then carry them).
 
     Examples
     --------
@@ -72,13 +84,20 @@ class RaggedTensors:
     ([[3.0, 0.0], [1.0, 2.0]], [[True, False], [True, True]])
     """
 
-    def __init__(self, times, values, offsets, device="cpu", variable=None):
+    def __init__(
+        self, times, values, offsets, device="cpu", variable=None, covariates=None
+    ):
         self.times = torch.as_tensor(times, dtype=torch.float32, device=device)
         self.values = torch.as_tensor(values, dtype=torch.float32, device=device)
         self.variable = (
             None
             if variable is None
             else torch.as_tensor(variable, dtype=torch.long, device=device)
+        )
+        self.covariates = (
+            None
+            if covariates is None
+            else torch.as_tensor(covariates, dtype=torch.float32, device=device)
         )
         self.offsets = torch.as_tensor(offsets, dtype=torch.long, device=device)
         self.counts = self.offsets[1:] - self.offsets[:-1]
@@ -113,7 +132,8 @@ class RaggedTensors:
         variable = None
         if self.variable is not None:
             variable = torch.where(valid, self.variable[flat], 0)
-        return Batch(index, times, values, valid, valid, variable)
+        covariates = None if self.covariates is None else self.covariates[index]
+        return Batch(index, times, values, valid, valid, variable, covariates)
 
 
 def hide_observations(valid, generator=None):

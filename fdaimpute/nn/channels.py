@@ -20,6 +20,7 @@ import torch
 
 __all__ = [
     "channel_grid",
+    "channel_gate",
     "channel_masks",
     "channel_times",
     "fold_channels",
@@ -49,6 +50,25 @@ def channel_grid(grid, n_variables):
         n_variables, device=grid.device, dtype=grid.dtype
     )
     return (offsets[:, None] + grid[None, :]).reshape(-1)
+
+
+def channel_gate(gate, m):
+    """A base gate as the weights of one row of curves.
+
+    Parameters
+    ----------
+    gate : Tensor of shape () or (p,)
+        One weight for a curve, or one per variable.
+    m : int
+        Grid points per curve.
+
+    Returns
+    -------
+    Tensor of shape () or (p * m,)
+        ``gate`` itself, or each variable's weight over its block of the
+        variable-major row.
+    """
+    return gate if gate.dim() == 0 else gate.repeat_interleave(m)
 
 
 def channel_times(times, variable, grid):

@@ -70,6 +70,8 @@ def graph_unsupported(trainer, n_train):
         return "two-sided anchors check their pattern on the host"
     if getattr(module, "n_variables", 1) > 1:
         return "several variables run eagerly"
+    if getattr(module, "n_covariates", 0):
+        return "covariates run eagerly"
     if n_train < trainer.batch_size:
         return "fewer training subjects than batch_size"
     return None

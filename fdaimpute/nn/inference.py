@@ -116,7 +116,7 @@ def predict_curves(
     use_amp = bool(amp) and grid.device.type == "cuda"
     for index in order.split(batch_size):
         batch = data.batch(index)
-        extra = {} if batch.variable is None else {"variable": batch.variable}
+        extra = batch.extra_inputs
         with torch.autocast("cuda", dtype=torch.float16, enabled=use_amp):
             res = module(
                 batch.times, batch.values, batch.visible, grid, anchors=anchors, **extra
@@ -160,8 +160,9 @@ def pooled_encoding(module, data, *, batch_size=1024):
     pooled = None
     for index in data.counts_cpu.argsort(stable=True).split(batch_size):
         batch = data.batch(index)
-        extra = () if batch.variable is None else (batch.variable,)
-        tokens = module.encode(batch.times, batch.values, batch.visible, *extra).float()
+        tokens = module.encode(
+            batch.times, batch.values, batch.visible, **batch.extra_inputs
+        ).float()
         valid = batch.valid.unsqueeze(-1)
         total = tokens.masked_fill(~valid, 0.0).sum(dim=1)
         mean = total / valid.sum(dim=1)

@@ -8,7 +8,12 @@ import torch
 from torch import nn
 
 from fdaimpute.nn.batching import anchor_weights
-from fdaimpute.nn.channels import channel_masks, fold_channels, unfold_channels
+from fdaimpute.nn.channels import (
+    channel_gate,
+    channel_masks,
+    fold_channels,
+    unfold_channels,
+)
 from fdaimpute.nn.integration import ANCHORS
 
 __all__ = ["SANDModule"]
@@ -27,8 +32,9 @@ class SANDModule(nn.Module):
         Feed SAND a detached ``T~`` (the paper's training: VT learns from
         its own loss only).
     base_gate : bool, default=False
-        Add SAND's own scalar ``base_gate`` (starting at 0); needed, with
-        ``vt`` built with ``base_gate=True``, to use a base.
+        Add SAND's own ``base_gate`` (starting at 0; one weight per
+        variable with several); needed, with ``vt`` built with
+        ``base_gate=True``, to use a base.
 
     Attributes
     ----------
@@ -61,17 +67,21 @@ class SANDModule(nn.Module):
         self.sand = sand
         self.detach = detach
         if base_gate:
-            self.base_gate = nn.Parameter(torch.zeros(()))
+            p = self.n_variables
+            self.base_gate = nn.Parameter(torch.zeros(() if p == 1 else (p,)))
 
     def parameter_groups(self):
         """The transformer's parameters, then the SAND layer's (two lists).
 
         SAND's input is detached, so the two solve separate problems: the
         trainer clips their gradients separately and may give SAND its own
-        learning rate.
+        learning rate. SAND's ``base_gate`` is with the transformer's: it
+        weighs the network against the base, as the transformer's own gate
+        does, and at SAND's slow rate (the CPU preset's ``sand_lr=1e-5``)
+        it could not leave the base.
         """
         params = dict(self.named_parameters())
-        own = [n for n in params if n.startswith("sand.") or n == "base_gate"]
+        own = [n for n in params if n.startswith("sand.")]
         rest = [p for n, p in params.items() if n not in own]
         return [rest, [params[n] for n in own]]
 
@@ -80,9 +90,14 @@ class SANDModule(nn.Module):
         """Variables per subject (the transformer's)."""
         return getattr(self.vt, "n_variables", 1)
 
-    def encode(self, t, y, mask, variable=None):
+    @property
+    def n_covariates(self):
+        """Subject covariates the transformer reads."""
+        return getattr(self.vt, "n_covariates", 0)
+
+    def encode(self, t, y, mask, variable=None, covariates=None):
         """The transformer's encoder tokens (see :meth:`VTModule.encode`)."""
-        return self.vt.encode(t, y, mask, variable)
+        return self.vt.encode(t, y, mask, variable, covariates)
 
     def forward(
         self,
@@ -95,6 +110,7 @@ class SANDModule(nn.Module):
         return_hidden=False,
         base=None,
         variable=None,
+        covariates=None,
     ):
         """Run VT, then SAND.
 
@@ -120,6 +136,8 @@ class SANDModule(nn.Module):
             anchored at that variable's observations (a subject with none of
             a variable anchors its curve at the middle of the grid); explicit
             ``anchors`` are then ``(B * p, M)``, one row per curve.
+        covariates : Tensor of shape (B, c), default=None
+            Each subject's covariates, for a transformer built with them.
 
         Returns
         -------
@@ -147,11 +165,13 @@ class SANDModule(nn.Module):
                 )
             else:
                 anchors, anchor_mode = self._anchor_weights(t, mask, grid, anchors)
+        extra = {} if p == 1 else {"variable": variable}
+        if covariates is not None:
+            extra["covariates"] = covariates
         if base is None and self.base_curves is not None:
-            base = self.base_curves(t, y, mask, grid)
+            base = self.base_curves(t, y, mask, grid, **extra)
         if base is not None and not hasattr(self, "base_gate"):
             raise ValueError("a base needs a module built with base_gate=True")
-        extra = {} if p == 1 else {"variable": variable}
         out = self.vt(t, y, mask, grid, return_hidden=return_hidden, base=base, **extra)
         rough = out.curve if base is None else out.network.curve
         rough = rough.detach() if self.detach else rough
@@ -166,7 +186,7 @@ class SANDModule(nn.Module):
         smooth, deriv = unfold_channels(smooth, p), unfold_channels(deriv, p)
         if base is None:
             return replace(out, sand=smooth, derivative=deriv)
-        gate = self.base_gate
+        gate = channel_gate(self.base_gate, grid.shape[0])
         network = replace(out.network, sand=smooth, derivative=deriv)
         return replace(
             out,

@@ -158,11 +158,15 @@ class Trainer:
     best_epoch : int
         Epoch whose state was kept (``start_epoch - 1``: the starting
         state, see ``keep_start``).
-    start_gain : tuple of float or None
+    start_gain : tuple of float, list or None
         With ``keep_start``: how much the best epoch's held-out error was
         below the start's, that gain in standard errors, and the
         signed-rank test's p-value (None if no epoch had a lower error or
-        nothing was validated).
+        nothing was validated). A module of several variables is judged on
+        each variable apart: a list of such tuples (None for a variable
+        with no hidden point), and a variable whose gain falls short gets
+        its base gates set to zero instead (the start on every variable
+        only when all fall short).
     stop_reason : str
         ``"max_epochs"``, ``"max_time"``, ``"stop_epoch"``,
         ``"early stopping"``, ``"callback"`` (:meth:`on_epoch_end`),
@@ -324,7 +328,7 @@ class Trainer:
         net = (
             getattr(self, "model", self.module) if self.module.training else self.module
         )
-        extra = {} if batch.variable is None else {"variable": batch.variable}
+        extra = batch.extra_inputs
         with torch.autocast("cuda", dtype=self.amp_dtype, enabled=self.amp):
             return net(
                 batch.times,
@@ -562,6 +566,8 @@ class Trainer:
 
         self.module.eval()
 
+        n_var = getattr(self.module, "n_variables", 1)
+
         def errors(state):
             self.module.load_state_dict(state)
             return subject_squared_errors(
@@ -572,14 +578,50 @@ class Trainer:
                 self.anchors,
                 self.batch_size,
                 read=self.read,
+                n_variables=n_var if n_var > 1 else None,
             )
 
         best, start = errors(self.best_state), errors(self.start_state)
+        if n_var > 1:
+            self._check_gain_by_variable(best, start)
+            return
         self.start_gain = (*paired_gain(best, start), signed_rank_p(best, start))
         _, z, p = self.start_gain
         if z < self.start_margin or p >= self.start_level:
             self.best_state = self.start_state
             self.best_epoch = self.start_epoch - 1
+
+    def _check_gain_by_variable(self, best, start):
+        """:meth:`_check_gain` for each variable of a module of several.
+
+        ``best`` and ``start`` hold each subject's errors per variable. A
+        variable on which the best epoch did not beat the start clearly
+        gets its base gates set to zero (the base's curve); if no variable
+        is left, the start is kept.
+        """
+        from fdaimpute.nn.validation import paired_gain, signed_rank_p
+
+        gains, lost = [], []
+        for j in range(best[0].shape[1]):
+            scored = best[1][:, j] > 0
+            if not scored.any():
+                gains.append(None)
+                lost.append(j)
+                continue
+            ours = (best[0][scored, j], best[1][scored, j])
+            theirs = (start[0][scored, j], start[1][scored, j])
+            gain = (*paired_gain(ours, theirs), signed_rank_p(ours, theirs))
+            gains.append(gain)
+            if gain[1] < self.start_margin or gain[2] >= self.start_level:
+                lost.append(j)
+        self.start_gain = gains
+        if len(lost) == len(gains):
+            self.best_state = self.start_state
+            self.best_epoch = self.start_epoch - 1
+            return
+        for name, value in self.best_state.items():
+            if name.split(".")[-1] == "base_gate":
+                value[lost] = 0.0
 
     def _epochs(self, train, valid, valid_hidden, keys, bar):
         """Run the epochs, recording each, until a stopping rule holds."""

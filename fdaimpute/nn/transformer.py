@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fdaimpute.nn.channels import channel_gate
 from fdaimpute.nn.encoding import SinusoidalEncoding
 from fdaimpute.nn.norms import NORMS, make_norm, takes_mask
 from fdaimpute.nn.output import ModuleOutput
@@ -187,9 +188,10 @@ class VTModule(nn.Module):
         normalisation, or none (a pre-norm stack without normalisation may
         need a lower learning rate).
     base_gate : bool, default=False
-        Add the scalar ``base_gate`` parameter (starting at 0) that mixes
-        the network's curve with a statistical base's; needed to use a
-        base (:attr:`base_curves` or ``forward(base=...)``).
+        Add the ``base_gate`` parameter (starting at 0) that mixes the
+        network's curve with a statistical base's; needed to use a base
+        (:attr:`base_curves` or ``forward(base=...)``). A scalar, or with
+        several variables one weight per variable.
     n_variables : int, default=1
         Variables ``p`` per subject. With several, every observation's
         token adds its variable's learnt embedding, the decoder asks for
@@ -197,14 +199,21 @@ class VTModule(nn.Module):
         query embedding), and the curve is ``p * M`` values, variable-major
         (see :mod:`fdaimpute.nn.channels`); ``forward`` then needs each
         observation's variable. One variable adds no parameters.
+    n_covariates : int, default=0
+        Subject covariates ``c`` (numeric, standardised). With some, a
+        linear map of a subject's covariates is one more encoder token,
+        always visible: every observation and every grid query can attend
+        to it. ``forward`` then needs each subject's covariates.
 
     Attributes
     ----------
     base_curves : callable or None
         The statistical base the network corrects (None: none), e.g. an
         :class:`~fdaimpute.nn.base_curves.EstimatorBase`: called as
-        ``base_curves(t, y, mask, grid)`` on what the encoder sees, it
-        returns the base's curve and derivative on the grid (standardised).
+        ``base_curves(t, y, mask, grid)`` on what the encoder sees (with
+        ``variable=`` each observation's variable when there are several),
+        it returns the base's curve and derivative on the grid
+        (standardised).
         The output is then ``base + g * (network - base)`` with ``g`` the
         ``base_gate`` parameter: the base itself while ``g = 0``. It is not
         part of the state dict: set it again after loading weights.
@@ -254,11 +263,15 @@ class VTModule(nn.Module):
         norm="layer",
         base_gate=False,
         n_variables=1,
+        n_covariates=0,
     ):
         super().__init__()
         if int(n_variables) < 1:
             raise ValueError(f"n_variables must be >= 1, got {n_variables!r}")
+        if int(n_covariates) < 0:
+            raise ValueError(f"n_covariates must be >= 0, got {n_covariates!r}")
         self.n_variables = int(n_variables)
+        self.n_covariates = int(n_covariates)
         if activation not in _ACTIVATIONS:
             raise ValueError(
                 f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
@@ -288,12 +301,15 @@ class VTModule(nn.Module):
         self.decoder_norm = make_norm(final, d_model)
         self.head = nn.Linear(d_model, 1)
         if base_gate:
-            self.base_gate = nn.Parameter(torch.zeros(()))
+            shape = () if self.n_variables == 1 else (self.n_variables,)
+            self.base_gate = nn.Parameter(torch.zeros(shape))
         if self.n_variables > 1:
             self.variable_tokens = nn.Embedding(self.n_variables, d_model)
             self.variable_queries = nn.Embedding(self.n_variables, d_model)
             for table in (self.variable_tokens, self.variable_queries):
                 nn.init.normal_(table.weight, std=d_model**-0.5)
+        if self.n_covariates:
+            self.covariate_token = nn.Linear(self.n_covariates, d_model)
 
     def embed(self, t, y, variable=None):
         """Encoder tokens ``[y, t, enc(t)]`` projected to ``d_model``: (B, L, d).
@@ -311,8 +327,8 @@ class VTModule(nn.Module):
             )
         return tokens + self.variable_tokens(variable)
 
-    def encode(self, t, y, mask, variable=None):
-        """The encoder's output tokens (the decoder's memory): (B, L, d).
+    def encode(self, t, y, mask, variable=None, covariates=None):
+        """The encoder's output tokens of the observations: (B, L, d).
 
         Parameters
         ----------
@@ -320,14 +336,37 @@ class VTModule(nn.Module):
             As for :meth:`forward`.
         variable : long Tensor of shape (B, L), default=None
             Each observation's variable (needed with several).
+        covariates : Tensor of shape (B, c), default=None
+            Each subject's covariates (needed with ``n_covariates``).
 
         Returns
         -------
         Tensor of shape (B, L, d)
             One token per observation, after the encoder's last
             normalisation; tokens that ``mask`` leaves out are padding.
+            (The covariates' token is read by the observations' tokens, and
+            not returned.)
         """
-        return self._encode(self.embed(t, y, variable), mask)
+        tokens, memory_mask = self._with_covariates(
+            self.embed(t, y, variable), mask, covariates
+        )
+        return self._encode(tokens, memory_mask)[:, : t.shape[1]]
+
+    def _with_covariates(self, tokens, mask, covariates):
+        """The encoder's tokens and mask, with the covariates' token last."""
+        if not self.n_covariates:
+            if covariates is not None:
+                raise ValueError("covariates given to a module built without them")
+            return tokens, mask
+        if covariates is None or covariates.shape[-1] != self.n_covariates:
+            got = None if covariates is None else tuple(covariates.shape)
+            raise ValueError(
+                f"a module of {self.n_covariates} covariates needs each subject's "
+                f"covariates, shape (B, {self.n_covariates}); got {got}"
+            )
+        token = self.covariate_token(covariates.to(tokens.dtype)).unsqueeze(1)
+        seen = torch.ones_like(mask[:, :1])
+        return torch.cat([tokens, token], 1), torch.cat([mask, seen], 1)
 
     def _encode(self, x, mask, hidden=None):
         """The encoder stack on tokens ``x``; layer outputs go into ``hidden``."""
@@ -366,6 +405,7 @@ class VTModule(nn.Module):
         anchors=None,
         base=None,
         variable=None,
+        covariates=None,
     ):
         """Impute curves on ``grid`` from the observations the mask lets through.
 
@@ -390,6 +430,8 @@ class VTModule(nn.Module):
         variable : long Tensor of shape (B, L), default=None
             Each observation's variable (needed with several; padding may
             hold any valid index).
+        covariates : Tensor of shape (B, c), default=None
+            Each subject's covariates (needed with ``n_covariates``).
 
         Returns
         -------
@@ -397,23 +439,28 @@ class VTModule(nn.Module):
             ``curve`` (B, M), or (B, p * M) variable-major with several
             variables: the imputation T~ on the grid; ``embedding``
             (B, L, d): the encoder's input tokens; ``hidden``: a dict of
-            layer outputs named ``encoder.<i>`` (B, L, d) and ``decoder.<i>``
+            layer outputs named ``encoder.<i>`` (B, L, d; the covariates'
+            token last with ``n_covariates``) and ``decoder.<i>``
             (B, M, d) (only with ``return_hidden``); ``network``: with a
             base, the network's own curve (before the gate); ``sand`` and
             ``derivative`` are None.
         """
         if base is None and self.base_curves is not None:
-            base = self.base_curves(t, y, mask, grid)
+            extra = {} if self.n_variables == 1 else {"variable": variable}
+            if covariates is not None:
+                extra["covariates"] = covariates
+            base = self.base_curves(t, y, mask, grid, **extra)
         if base is not None and not hasattr(self, "base_gate"):
             raise ValueError("a base needs a module built with base_gate=True")
         batch = t.shape[0]
         emb = self.embed(t, y, variable)
+        tokens, mask = self._with_covariates(emb, mask, covariates)
         hidden = {}
         if not self.training and bool(mask.all()):
             # inference batches are sorted by length, so most have no padding;
             # attention without a mask takes PyTorch's faster kernels
             mask = None
-        memory = self._encode(emb, mask, hidden if return_hidden else None)
+        memory = self._encode(tokens, mask, hidden if return_hidden else None)
         q = self.queries(grid)
         if self.training and self.dropout > 0:
             # each subject needs its own dropout masks
@@ -431,5 +478,6 @@ class VTModule(nn.Module):
                 f"the base's curves have shape {tuple(base[0].shape)}, the "
                 f"network's {tuple(curve.shape)} (one curve per variable)"
             )
-        mixed = base[0] + self.base_gate * (curve - base[0])
+        gate = channel_gate(self.base_gate, grid.shape[0])
+        mixed = base[0] + gate * (curve - base[0])
         return ModuleOutput(mixed, emb, hidden=hidden, network=ModuleOutput(curve, emb))

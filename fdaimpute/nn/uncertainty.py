@@ -168,8 +168,15 @@ def _nll(variance, noise, resid2, floor):
 
 
 def _read(module, batch, grid, anchors):
-    out = module(batch.times, batch.values, batch.visible, grid, anchors=anchors)
-    vt, sand = read_at(out, grid, batch.times, anchors)
+    out = module(
+        batch.times,
+        batch.values,
+        batch.visible,
+        grid,
+        anchors=anchors,
+        **batch.extra_inputs,
+    )
+    vt, sand = read_at(out, grid, batch.times, anchors, batch.variable)
     return out, vt if sand is None else sand
 
 

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from fdaimpute.nn.batching import hide_observations
 from fdaimpute.nn.inference import read_at
@@ -89,7 +90,8 @@ def hidden_in_batch(flags, data, batch):
 
 
 def _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read=None):
-    """Yield each batch's subjects, hidden flags and errors at those points."""
+    """Yield each batch's subjects, hidden flags, errors at those points and
+    its observations' variables (None for one variable)."""
     for index in torch.arange(len(data)).split(max(batch_size, 512)):
         batch = data.batch(index)
         held = hidden_in_batch(hidden, data, batch)
@@ -100,7 +102,7 @@ def _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read=Non
             pred = vt if sand is None else sand
         else:
             pred = read(out, batch)
-        yield index, held, torch.where(held, pred - batch.values, 0.0)
+        yield index, held, torch.where(held, pred - batch.values, 0.0), batch.variable
 
 
 @torch.no_grad()
@@ -138,7 +140,7 @@ def held_out_error(
     """
     total, count = 0.0, 0
     batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read)
-    for _, held, err in batches:
+    for _, held, err, _ in batches:
         total += float(err.pow(2).sum())
         count += int(held.sum())
     return total / max(count, 1)
@@ -146,25 +148,40 @@ def held_out_error(
 
 @torch.no_grad()
 def subject_squared_errors(
-    forward, data, hidden, grid, anchors=None, batch_size=512, *, read=None
+    forward,
+    data,
+    hidden,
+    grid,
+    anchors=None,
+    batch_size=512,
+    *,
+    read=None,
+    n_variables=None,
 ):
     """Per validation subject: the sum of squared errors at its hidden points.
 
-    Arguments as for :func:`held_out_error`.
+    Arguments as for :func:`held_out_error`; with ``n_variables``, the sums
+    are kept apart for each variable.
 
     Returns
     -------
-    sums : ndarray of shape (n_subjects,)
+    sums : ndarray of shape (n_subjects,) or (n_subjects, n_variables)
         Float64 sums (0 for a subject with nothing hidden).
-    counts : ndarray of shape (n_subjects,)
+    counts : ndarray of the same shape
         Hidden points per subject.
     """
-    sums = torch.zeros(len(data), dtype=torch.float64)
-    counts = torch.zeros(len(data), dtype=torch.float64)
+    shape = (len(data),) if n_variables is None else (len(data), n_variables)
+    sums = torch.zeros(shape, dtype=torch.float64)
+    counts = torch.zeros(shape, dtype=torch.float64)
     batches = _held_out_batches(forward, data, hidden, grid, anchors, batch_size, read)
-    for index, held, err in batches:
-        sums[index] = err.double().pow(2).sum(1).cpu()
-        counts[index] = held.sum(1).double().cpu()
+    for index, held, err, variable in batches:
+        square, held = err.double().pow(2), held.double()
+        if n_variables is not None:
+            # (B, L) to (B, L, p): each point in its variable's column
+            own = F.one_hot(variable.long(), n_variables).to(square.dtype)
+            square, held = square.unsqueeze(-1) * own, held.unsqueeze(-1) * own
+        sums[index] = square.sum(1).cpu()
+        counts[index] = held.sum(1).cpu()
     return sums.numpy(), counts.numpy()
 
 
