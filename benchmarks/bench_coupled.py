@@ -126,6 +126,18 @@ def run_seed(seed, n_train, n_test, weight, networks=None):
     return rows
 
 
+#: What the section says of the networks' columns (where there are some).
+NETWORKS_TEXT = (
+    "; `sand`, `vt`: SANDImputer and VTImputer on both variables (one network, "
+    "one curve per variable) with their defaults: multivariate PACE as their "
+    "base, kept on a variable where the network does not beat it on held-out "
+    "subjects (`*_g`: the network's weight on the variable, 0 where the base "
+    "was kept); `sand-alone`, `vt-alone`: the same networks trained alone "
+    "(`base=None`); `*_s`: their fit seconds (rows of several runs are merged: "
+    "compare seconds within a run, the machine's load differed)"
+)
+
+
 def merge_rows(rows):
     """Rows of the same draw and variable (from several runs) as one row.
 
@@ -234,15 +246,8 @@ def main():
             "E[X(t) | all observations] (`fi.oracle.posterior_mean`, "
             f"{N_DRAWS} draws per subject), the floor a model that learns the "
             "coupling can approach; `multi`: MultivariatePACEImputer's "
-            "defaults; `uni`: PACEImputer on the variable alone; `sand`, `vt`: "
-            "SANDImputer and VTImputer on both variables (one network, one "
-            "curve per variable) with their defaults: multivariate PACE as "
-            "their base, kept on a variable where the network does not beat "
-            "it on held-out subjects (`*_g`: the network's weight on the "
-            "variable, 0 where the base was kept); `sand-alone`, `vt-alone`: "
-            "the same networks trained alone (`base=None`); `*_s`: their fit "
-            "seconds (rows of several runs are merged: compare seconds within a "
-            "run, the machine's load differed). "
+            "defaults; `uni`: PACEImputer on the variable alone"
+            f"{NETWORKS_TEXT if nets else ''}. "
             "Issue 35's target for multichannel SAND is 0.85 x the linear "
             f"oracle at 10,000 training subjects.\n\n{summary}\n\nPer seed "
             "(`fit_s`: the multivariate fit, univariate fits included, "

@@ -190,6 +190,21 @@ def test_the_network_and_its_base_read_the_subjects_covariates(with_covariates):
     assert_allclose(imp.transform(data.take([2, 0])), curves[[2, 0]], atol=1e-5)
 
 
+def test_a_network_with_covariates_and_its_base_saves_and_loads(
+    with_covariates, tmp_path
+):
+    imp, data = with_covariates
+    imp = copy.deepcopy(imp)
+    for name, gate in imp.module_.named_parameters():
+        if name.split(".")[-1] == "base_gate":
+            gate.data = torch.tensor([0.3, 0.6])  # the base and the network mixed
+    path = tmp_path / "vt.fdaimpute"
+    imp.save(path)
+    back = fi.VTImputer.load(path)
+    assert back.covariate_columns_ == imp.covariate_columns_
+    assert_allclose(back.transform(data), imp.transform(data), atol=1e-6)
+
+
 def test_covariates_are_checked_where_they_are_read(with_covariates, coupled):
     imp, data = with_covariates
     without = data.take(np.arange(len(data)))
