@@ -134,6 +134,24 @@ def test_channel_masks_split_the_observations_by_variable():
             assert torch.equal(times[3 * b + j], t[b])
 
 
+def _train(module, draw, predict, loss_on, steps, seed):
+    """Adam at 3e-3 on batches of 64 from ``draw``, then eval mode.
+
+    ``predict(t, y, seen, extra)`` gives the predictions at ``t``;
+    ``loss_on(seen)`` the points scored.
+    """
+    opt = torch.optim.Adam(module.parameters(), lr=3e-3)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        t, y, seen, extra = draw(64, gen)
+        scored = loss_on(seen)
+        loss = ((predict(t, y, seen, extra) - y)[scored] ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    module.eval()
+
+
 def test_a_network_of_two_variables_learns_one_from_the_other():
     # x1 is the square of x0's random level: no linear predictor can read
     # it off x0, and the network sees x0 alone
@@ -143,7 +161,6 @@ def test_a_network_of_two_variables_learns_one_from_the_other():
     )
     grid = torch.linspace(0, 1, 11)
     long_grid = channel_grid(grid, 2)
-    opt = torch.optim.Adam(vt.parameters(), lr=3e-3)
 
     def draw(n, gen):
         level = torch.randn(n, 1, generator=gen)
@@ -152,24 +169,17 @@ def test_a_network_of_two_variables_learns_one_from_the_other():
         y = torch.where(variable == 0, level.expand(n, 8), level.expand(n, 8) ** 2 - 1)
         return t, y, variable == 0, variable
 
-    gen = torch.Generator().manual_seed(6)
-    for _ in range(300):
-        t, y, seen, variable = draw(64, gen)
+    def predict(t, y, seen, variable):
         out = vt(t, torch.where(seen, y, 0.0), seen, grid, variable=variable)
-        pred = interpolate_linear(
+        return interpolate_linear(
             out["curve"], long_grid, channel_times(t, variable, grid)
         )
-        loss = ((pred - y) ** 2).mean()  # both variables: two curves to tell apart
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    vt.eval()
+
+    # both variables scored: two curves to tell apart
+    _train(vt, draw, predict, torch.ones_like, steps=300, seed=6)
     with torch.no_grad():
         t, y, seen, variable = draw(500, torch.Generator().manual_seed(7))
-        out = vt(t, torch.where(seen, y, 0.0), seen, grid, variable=variable)
-        pred = interpolate_linear(
-            out["curve"], long_grid, channel_times(t, variable, grid)
-        )
+        pred = predict(t, y, seen, variable)
     # the square has variance 2; its best linear predictor from x0 keeps it all
     assert ((pred - y)[~seen] ** 2).mean() < 0.2
     assert ((pred - y)[seen] ** 2).mean() < 0.1
@@ -223,12 +233,9 @@ def test_the_base_is_kept_or_left_for_each_variable_on_its_own():
 def test_a_network_reads_a_subjects_level_from_its_covariates():
     # the observations carry no information on the level (pure noise), the
     # covariate is the level: only the covariates' token can give it
-    from fdaimpute.nn.integration import interpolate_linear
-
     torch.manual_seed(3)
     vt = VTModule(**SMALL, n_covariates=2)
     grid = torch.linspace(0, 1, 11)
-    opt = torch.optim.Adam(vt.parameters(), lr=3e-3)
 
     def draw(n, gen):
         z = torch.randn(n, 2, generator=gen)
@@ -237,19 +244,14 @@ def test_a_network_reads_a_subjects_level_from_its_covariates():
         y = torch.where(seen, torch.randn(n, 4, generator=gen), z[:, :1])
         return t, y, seen, z
 
-    gen = torch.Generator().manual_seed(4)
-    for _ in range(200):
-        t, y, seen, z = draw(64, gen)
+    def predict(t, y, seen, z):
         out = vt(t, torch.where(seen, y, 0.0), seen, grid, covariates=z)
-        loss = ((interpolate_linear(out["curve"], grid, t) - y)[~seen] ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    vt.eval()
+        return interpolate_linear(out["curve"], grid, t)
+
+    _train(vt, draw, predict, torch.logical_not, steps=200, seed=4)
     with torch.no_grad():
         t, y, seen, z = draw(500, torch.Generator().manual_seed(5))
-        out = vt(t, torch.where(seen, y, 0.0), seen, grid, covariates=z)
-        pred = interpolate_linear(out["curve"], grid, t)
+        pred = predict(t, y, seen, z)
         # the level's variance is 1: ignoring the covariate leaves it all
         assert ((pred - y)[~seen] ** 2).mean() < 0.1
         assert vt.encode(t, y, seen, covariates=z).shape == (500, 4, 16)
