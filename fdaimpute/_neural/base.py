@@ -179,10 +179,6 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         """The subjects' covariates as the network reads them (None here)."""
         return None
 
-    def _uses_base(self):
-        """Whether the fit trains against a statistical base."""
-        return self.base is not None
-
     def _calibrated(self):
         """Whether the fit calibrates an error model (``return_std``)."""
         return True
@@ -237,7 +233,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         folds = n_folds(self.calibration_folds, len(data), warm) if len(valid) else 0
         if not self._calibrated():
             folds = 0
-        with_base = not warm and self._uses_base()
+        with_base = not warm and self.base is not None
         phases = FitPhases(type(self).__name__, with_base + 2 + folds, self.verbose)
         try:
             self._fit_phases(data, train, valid, settings, folds, warm, phases)
@@ -258,7 +254,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         cfg, seed, device = settings.config, settings.seed, settings.device
         if not warm:
             self.base_ = None
-            if self._uses_base():
+            if self.base is not None:
                 label = f"base ({self._base_name()}) on {len(train)} subjects"
                 with phases.phase(label):
                     self.base_ = self._fit_base(
@@ -359,7 +355,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         # and removed no measurable optimism (bench_uncertainty --holdout)
         held_out = np.sort(perm[:n_val])
         selection, comparison = held_out, held_out[:0]
-        if self._uses_base() and n_val >= 2:
+        if self.base is not None and n_val >= 2:
             # with a base, half of them choose the epoch and the other half
             # judge it against the base: the best of many epochs looks better
             # on the subjects that chose it than it is

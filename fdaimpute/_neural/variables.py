@@ -166,12 +166,12 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
                 out.append(0.0)
         self.noise_variance_ = np.array(out)
 
-    def _blocks(self, data, derivative):
-        """Curves (and derivatives or None) of each variable on the model grid.
+    def _blocks(self, data):
+        """Curves and derivatives (or None) of each variable on the model grid.
 
         Lists of ``p`` arrays of shape ``(n_subjects, M)``, in data units.
         """
-        curves, deriv = self._model_curves(data, derivative=derivative)
+        curves, deriv = self._model_curves(data)
         n, p, m = len(data), len(self.variables_), self.model_grid_.size
         curves = curves.reshape(n, p, m)
         deriv = None if deriv is None else deriv.reshape(n, p, m)
@@ -182,11 +182,11 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
 
     def _variable_curves(self, data, grid, derivative):
         on = self._slopes_on if derivative else self._curves_on
-        curves, deriv = self._blocks(data, derivative=True)
+        curves, deriv = self._blocks(data)
         return np.concatenate([on(c, d, grid) for c, d in zip(curves, deriv)], axis=1)
 
     def _variable_values(self, data):
-        curves, deriv = self._blocks(data, derivative=True)
+        curves, deriv = self._blocks(data)
         values = np.empty(data.times.size)
         subject = data.subject_index
         for j, (c, d) in enumerate(zip(curves, deriv)):

@@ -24,6 +24,7 @@ __all__ = [
     "channel_masks",
     "channel_times",
     "fold_channels",
+    "module_inputs",
     "unfold_channels",
 ]
 
@@ -69,6 +70,19 @@ def channel_gate(gate, m):
         variable-major row.
     """
     return gate if gate.dim() == 0 else gate.repeat_interleave(m)
+
+
+def module_inputs(n_variables, variable, covariates):
+    """The keyword inputs passed on beyond the observations.
+
+    What a module hands its transformer and its statistical base
+    (``base_curves``): each observation's ``variable`` with several
+    variables, and the subjects' ``covariates`` where given.
+    """
+    extra = {} if n_variables == 1 else {"variable": variable}
+    if covariates is not None:
+        extra["covariates"] = covariates
+    return extra
 
 
 def channel_times(times, variable, grid):

@@ -12,6 +12,7 @@ from fdaimpute.nn.channels import (
     channel_gate,
     channel_masks,
     fold_channels,
+    module_inputs,
     unfold_channels,
 )
 from fdaimpute.nn.integration import ANCHORS
@@ -165,9 +166,7 @@ class SANDModule(nn.Module):
                 )
             else:
                 anchors, anchor_mode = self._anchor_weights(t, mask, grid, anchors)
-        extra = {} if p == 1 else {"variable": variable}
-        if covariates is not None:
-            extra["covariates"] = covariates
+        extra = module_inputs(p, variable, covariates)
         if base is None and self.base_curves is not None:
             base = self.base_curves(t, y, mask, grid, **extra)
         if base is not None and not hasattr(self, "base_gate"):

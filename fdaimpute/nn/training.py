@@ -558,14 +558,9 @@ class Trainer:
 
     def _check_gain(self, valid, hidden):
         """Go back to the start unless the best epoch beat it clearly."""
-        from fdaimpute.nn.validation import (
-            paired_gain,
-            signed_rank_p,
-            subject_squared_errors,
-        )
+        from fdaimpute.nn.validation import subject_squared_errors
 
         self.module.eval()
-
         n_var = getattr(self.module, "n_variables", 1)
 
         def errors(state):
@@ -585,11 +580,19 @@ class Trainer:
         if n_var > 1:
             self._check_gain_by_variable(best, start)
             return
-        self.start_gain = (*paired_gain(best, start), signed_rank_p(best, start))
-        _, z, p = self.start_gain
-        if z < self.start_margin or p >= self.start_level:
+        self.start_gain, beaten = self._start_beaten(best, start)
+        if not beaten:
             self.best_state = self.start_state
             self.best_epoch = self.start_epoch - 1
+
+    def _start_beaten(self, best, start):
+        """The gain of ``best`` over ``start`` (subjects' errors), and whether
+        it clears ``start_margin`` and ``start_level``."""
+        from fdaimpute.nn.validation import paired_gain, signed_rank_p
+
+        gain = (*paired_gain(best, start), signed_rank_p(best, start))
+        short = gain[1] < self.start_margin or gain[2] >= self.start_level
+        return gain, not short
 
     def _check_gain_by_variable(self, best, start):
         """:meth:`_check_gain` for each variable of a module of several.
@@ -599,8 +602,6 @@ class Trainer:
         gets its base gates set to zero (the base's curve); if no variable
         is left, the start is kept.
         """
-        from fdaimpute.nn.validation import paired_gain, signed_rank_p
-
         gains, lost = [], []
         for j in range(best[0].shape[1]):
             scored = best[1][:, j] > 0
@@ -610,9 +611,9 @@ class Trainer:
                 continue
             ours = (best[0][scored, j], best[1][scored, j])
             theirs = (start[0][scored, j], start[1][scored, j])
-            gain = (*paired_gain(ours, theirs), signed_rank_p(ours, theirs))
+            gain, beaten = self._start_beaten(ours, theirs)
             gains.append(gain)
-            if gain[1] < self.start_margin or gain[2] >= self.start_level:
+            if not beaten:
                 lost.append(j)
         self.start_gain = gains
         if len(lost) == len(gains):

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fdaimpute.nn.channels import channel_gate
+from fdaimpute.nn.channels import channel_gate, module_inputs
 from fdaimpute.nn.encoding import SinusoidalEncoding
 from fdaimpute.nn.norms import NORMS, make_norm, takes_mask
 from fdaimpute.nn.output import ModuleOutput
@@ -446,9 +446,7 @@ class VTModule(nn.Module):
             ``derivative`` are None.
         """
         if base is None and self.base_curves is not None:
-            extra = {} if self.n_variables == 1 else {"variable": variable}
-            if covariates is not None:
-                extra["covariates"] = covariates
+            extra = module_inputs(self.n_variables, variable, covariates)
             base = self.base_curves(t, y, mask, grid, **extra)
         if base is not None and not hasattr(self, "base_gate"):
             raise ValueError("a base needs a module built with base_gate=True")
