@@ -66,8 +66,11 @@ NETWORKS = {
 }
 
 
-def run_seed(seed, n_train, n_test, weight, networks=None):
-    """Per-variable MSEs of the methods for one draw."""
+def run_seed(seed, n_train, n_test, weight, networks=None, fit_params=None):
+    """Per-variable MSEs of the methods for one draw.
+
+    ``fit_params`` (``device``, ``max_time``) go to every network.
+    """
     n = n_train + n_test
     sim = fi.simulate.nonlinear_coupling(
         n=n,
@@ -89,12 +92,17 @@ def run_seed(seed, n_train, n_test, weight, networks=None):
     for name in networks or ():
         cls, params = NETWORKS[name]
         start = time.perf_counter()
-        net = cls(random_state=seed, **params).fit(sim.train.data)
+        net = cls(random_state=seed, **params, **(fit_params or {}))
+        net.fit(sim.train.data)
         net_s[name] = time.perf_counter() - start
         nets[name] = net.transform_3d(test, grid=sim.grid)
         if net.base_weight_ is not None:
             gates[name] = net.base_weight_
-        print(f"  {name}: {net.n_epochs_} epochs (best {net.best_epoch_})", flush=True)
+        print(
+            f"  {name}: {net.n_epochs_} epochs (best {net.best_epoch_}, "
+            f"stop {net.stop_reason_}) in {net_s[name]:.0f} s on {net.device_}",
+            flush=True,
+        )
     rows = []
     for j, name in enumerate(imp.variables_):
         part, who = test.variable_data(j)
@@ -190,6 +198,10 @@ def main():
         choices=list(NETWORKS),
         help="also these networks on both variables (no name: both)",
     )
+    parser.add_argument("--device", help="the networks' device (default: theirs)")
+    parser.add_argument(
+        "--max-time", type=float, help="seconds of epochs per network fit"
+    )
     parser.add_argument("--save-rows", help="write the per-seed rows to this JSON")
     parser.add_argument("--load-rows", nargs="+", help="table saved rows instead")
     parser.add_argument("--section", default="multivariate-nonlinear")
@@ -199,12 +211,15 @@ def main():
     )
     args = parser.parse_args()
     networks = None if args.networks is None else args.networks or list(NETWORKS)
+    fit_params = {
+        k: v for k, v in (("device", args.device), ("max_time", args.max_time)) if v
+    }
     saved = [json.loads(Path(path).read_text()) for path in args.load_rows or ()]
     rows = merge_rows(row for part in saved for row in part)
     for n in args.n if not args.load_rows else ():
         for weight in args.weights:
             for seed in args.seeds:
-                rows += run_seed(seed, n, args.n_test, weight, networks)
+                rows += run_seed(seed, n, args.n_test, weight, networks, fit_params)
                 print(f"n {n} weight {weight} seed {seed} done", flush=True)
                 if args.save_rows:
                     Path(args.save_rows).write_text(json.dumps(rows, indent=1))

@@ -10,6 +10,8 @@
 #
 # DEVICE=cpu N_SUBJECTS=120 MAX_TIME=5 RUN_TESTS=0 bash benchmarks/gpu_realdata.sh
 # checks the script itself on a machine without a GPU, in a few minutes.
+# JOBS (dataset:first-split:number-of-splits ...), METHODS, MAX_TIME, LIMIT and
+# TEST_ARGS (pytest's arguments, "-m cuda tests" say) change what runs.
 #
 # Each process saves its splits as they finish ($OUT/rows/*.json, packed with
 # the logs into $OUT/gpu_realdata.tgz at the end); pool them with
@@ -52,12 +54,12 @@ stamp "fits started: $JOBS"
 
 if [ "${RUN_TESTS:-1}" = 1 ]; then
     XDIST=$($PY -c "import xdist" 2>/dev/null && echo "-n 3")
+    TEST_ARGS=${TEST_ARGS:-tests/test_neural.py tests/test_nn.py tests/test_norms.py \
+tests/test_neural_base.py tests/test_neural_variables.py tests/test_uncertainty.py \
+tests/test_features.py tests/test_cnp.py tests/test_gain.py tests/test_distributed.py \
+tests/test_persistence.py tests/test_pace_chunked.py}
     # shellcheck disable=SC2086
-    timeout "$LIMIT" $PY -m pytest -q -p no:cacheprovider -rfEs $XDIST \
-        tests/test_neural.py tests/test_nn.py tests/test_norms.py \
-        tests/test_neural_base.py tests/test_uncertainty.py tests/test_features.py \
-        tests/test_cnp.py tests/test_gain.py tests/test_distributed.py \
-        tests/test_persistence.py tests/test_pace_chunked.py \
+    timeout "$LIMIT" $PY -m pytest -q -p no:cacheprovider -rfEs $XDIST $TEST_ARGS \
         >"$OUT/tests.txt" 2>&1
     echo "rc=$?" >>"$OUT/tests.txt"
     stamp tests done

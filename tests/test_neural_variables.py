@@ -216,3 +216,27 @@ def test_covariates_are_checked_where_they_are_read(with_covariates, coupled):
         fi.SANDImputer(**FAST, covariates=["age"]).fit(part)
     with pytest.raises(ValueError, match="distinct column names"):
         fi.VTImputer(**FAST, covariates=["age", "age"]).fit(data)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["VTImputer", "SANDImputer"])
+def test_several_variables_with_covariates_train_on_cuda_and_reload_on_cpu(
+    name, tmp_path
+):
+    sim = fi.simulate.multivariate_gaussian(
+        n=150, n_variables=2, covariates=True, random_state=1
+    )
+    names = list(sim.train.data.covariates)
+    # cuda_graph=True asks for a graph these inputs cannot use: eager, said so
+    with pytest.warns(UserWarning, match="run eagerly"):
+        imp = getattr(fi, name)(
+            **FAST, covariates=names, device="cuda", cuda_graph=True
+        ).fit(sim.train.data)
+    assert imp.device_.type == "cuda" and not imp.cuda_graph_
+    curves = imp.transform(sim.test.data)
+    assert np.isfinite(curves).all()
+    imp.save(tmp_path / "m.fdaimpute")
+    back = getattr(fi, name).load(tmp_path / "m.fdaimpute")
+    back.set_params(device="cpu")
+    assert_allclose(back.transform(sim.test.data), curves, atol=1e-3)
