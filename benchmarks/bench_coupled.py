@@ -88,14 +88,16 @@ def run_seed(seed, n_train, n_test, weight, networks=None, fit_params=None):
     imp = MultivariatePACEImputer(random_state=seed).fit(sim.train.data)
     fit_s = time.perf_counter() - start
     multi = imp.transform_3d(test, grid=sim.grid)
-    nets, net_s, gates = {}, {}, {}
+    nets, net_s, gates, bands = {}, {}, {}, {}
     for name in networks or ():
         cls, params = NETWORKS[name]
         start = time.perf_counter()
         net = cls(random_state=seed, **params, **(fit_params or {}))
         net.fit(sim.train.data)
         net_s[name] = time.perf_counter() - start
-        nets[name] = net.transform_3d(test, grid=sim.grid)
+        curves, sd = net.transform(test, grid=sim.grid, return_std=True)
+        nets[name] = curves.reshape(truth.shape)
+        bands[name] = sd.reshape(truth.shape)
         if net.base_weight_ is not None:
             gates[name] = net.base_weight_
         print(
@@ -129,6 +131,15 @@ def run_seed(seed, n_train, n_test, weight, networks=None, fit_params=None):
                 **{name: mse(curves[:, j]) for name, curves in nets.items()},
                 **{f"{name}_s": s for name, s in net_s.items()},
                 **{f"{name}_g": float(g[j]) for name, g in gates.items()},
+                **{
+                    f"{name}_cover": float(
+                        np.mean(
+                            np.abs(nets[name][:, j] - truth[:, j])
+                            <= 1.96 * bands[name][:, j]
+                        )
+                    )
+                    for name in bands
+                },
             )
         )
     return rows
@@ -142,7 +153,9 @@ NETWORKS_TEXT = (
     "subjects (`*_g`: the network's weight on the variable, 0 where the base "
     "was kept); `sand-alone`, `vt-alone`: the same networks trained alone "
     "(`base=None`); `*_s`: their fit seconds (rows of several runs are merged: "
-    "compare seconds within a run, the machine's load differed)"
+    "compare seconds within a run, the machine's load differed); `*_cover` "
+    "(where measured): the share of the test subjects' true curves on the grid "
+    "inside the network's 95% band (`return_std=True`, ±1.96 SD)"
 )
 
 
@@ -225,6 +238,7 @@ def main():
                     Path(args.save_rows).write_text(json.dumps(rows, indent=1))
     nets = [k for k in NETWORKS if any(k in r for r in rows)]
     gates = [f"{k}_g" for k in nets if any(f"{k}_g" in r for r in rows)]
+    covers = [f"{k}_cover" for k in nets if any(f"{k}_cover" in r for r in rows)]
     summary = markdown_table(
         summarise(rows),
         ["n", "weight", "variable", "n_obs", "linear_mse"]
@@ -236,10 +250,11 @@ def main():
         rows,
         ["n", "weight", "seed", "variable", "n_obs", "linear", "posterior"]
         + ["multi", "uni", *nets, "K", "fit_s", *(f"{k}_s" for k in nets)]
-        + gates,
+        + gates
+        + covers,
         {c: ".4g" for c in ("linear", "posterior", "multi", "uni", *nets)}
         | {c: ".0f" for c in (f"{k}_s" for k in nets)}
-        | {c: ".2f" for c in gates}
+        | {c: ".2f" for c in gates + covers}
         | {"fit_s": ".1f"},
     )
     print(summary)

@@ -339,3 +339,34 @@ def test_verbose_fit_names_each_phase_in_order(data, capsys):
     assert "base (" not in capsys.readouterr().err
     VTImputer(**params).fit(data)
     assert capsys.readouterr().err == ""
+
+
+@torch_classes
+def test_base_of_a_group_of_batches_in_one_call_trains_as_batch_by_batch(
+    cls, params, data, monkeypatch
+):
+    from fdaimpute.nn import base_curves, training
+
+    calls = []
+    call = base_curves.EstimatorBase.__call__
+
+    def counted(self, t, *args, **kwargs):
+        calls.append(t.shape[0])
+        return call(self, t, *args, **kwargs)
+
+    monkeypatch.setattr(base_curves.EstimatorBase, "__call__", counted)
+    params = {key: value for key, value in params.items() if key != "base"}
+    params.update(max_epochs=1, batch_size=8, calibration_folds=None)
+    fits = {}
+    for group in (1, 32):
+        monkeypatch.setattr(training, "BASE_GROUP_SUBJECTS", group)
+        calls.clear()
+        model = cls(**params).fit(data)
+        fits[group] = (model, list(calls))
+    (one, one_calls), (grouped, grouped_calls) = fits[1], fits[32]
+    # the same points hidden and the same base: the same training, step by step
+    assert one.history_["train_loss"] == grouped.history_["train_loss"]
+    np.testing.assert_array_equal(one.transform(data), grouped.transform(data))
+    # training calls: one per batch of 8 against one per 4 batches
+    assert max(one_calls[1:]) > 8 and one_calls.count(8) > 2 * grouped_calls.count(32)
+    assert 32 in grouped_calls and len(grouped_calls) < len(one_calls)

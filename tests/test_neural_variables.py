@@ -11,7 +11,16 @@ from fdaimpute.multivariate import MultivariateIrregularData
 
 torch = pytest.importorskip("torch")
 
-FAST = dict(max_epochs=3, random_state=0, d_model=16, n_heads=2, dim_feedforward=32)
+# calibration_folds=None: the bands calibrated on the held-out subjects, no
+# cross-fitted networks (which would multiply the fits)
+FAST = dict(
+    max_epochs=3,
+    random_state=0,
+    d_model=16,
+    n_heads=2,
+    dim_feedforward=32,
+    calibration_folds=None,
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +61,37 @@ def test_one_curve_per_variable_in_every_output(fitted, coupled):
     assert list(frame.columns.names) == ["variable", "time"]
 
 
+def test_each_variable_has_bands_of_its_own_scale_wider_where_unobserved(
+    fitted, coupled
+):
+    data = coupled.test.data
+    curves, sd = fitted.transform(data, return_std=True)
+    n, g = len(data), fitted.grid_.size
+    assert fitted.error_head_.n_variables == 2
+    assert sd.shape == curves.shape and (sd > 0).all()
+    blocks = sd.reshape(n, 2, g)
+    # x1 is the square of a path, scaled by 4: its errors are far larger
+    # than x0's, and the bands say so
+    assert np.median(blocks[:, 1]) > 3 * np.median(blocks[:, 0])
+    # on another grid: the same bands, read between the model grid's points
+    _, sd_on = fitted.transform(data, return_std=True, grid=fitted.grid_[::10])
+    assert_allclose(sd_on.reshape(n, 2, -1), blocks[:, :, ::10], rtol=1e-6)
+    # a subject's x1 never observed: its x1 band widens, x0's barely moves
+    keep = ~((data.subject_index == 0) & (data.variable == 1))
+    counts = np.bincount(data.subject_index[keep], minlength=n)
+    fewer = MultivariateIrregularData(
+        data.times[keep],
+        data.values[keep],
+        data.variable[keep],
+        np.concatenate([[0], np.cumsum(counts)]),
+        data.variables,
+        data.ids,
+    )
+    wider = fitted.transform(fewer, return_std=True)[1].reshape(n, 2, g)
+    assert wider[0, 1].mean() > 1.2 * blocks[0, 1].mean()
+    assert_allclose(wider[1:], blocks[1:], rtol=1e-5)
+
+
 def test_a_variable_never_seen_for_a_subject_is_imputed_from_the_others(
     fitted, coupled
 ):
@@ -80,8 +120,6 @@ def test_what_several_variables_do_not_support_yet(coupled):
     with pytest.raises(ValueError, match="no regularizers"):
         fi.VTImputer(regularizers=[fi.regularizers.LipReg(1e-3)], **FAST).fit(data)
     imp = fi.VTImputer(**FAST).fit(data)
-    with pytest.raises(NotImplementedError, match="return_std"):
-        imp.transform(data, return_std=True)
     part, _ = data.variable_data(0)
     with pytest.raises(TypeError, match="fitted on several variables"):
         imp.transform(part)
@@ -203,6 +241,13 @@ def test_a_network_with_covariates_and_its_base_saves_and_loads(
     back = fi.VTImputer.load(path)
     assert back.covariate_columns_ == imp.covariate_columns_
     assert_allclose(back.transform(data), imp.transform(data), atol=1e-6)
+    # the error model of several variables too
+    assert back.error_head_.n_variables == 2
+    assert_allclose(
+        back.transform(data, return_std=True)[1],
+        imp.transform(data, return_std=True)[1],
+        rtol=1e-6,
+    )
 
 
 def test_covariates_are_checked_where_they_are_read(with_covariates, coupled):
@@ -228,8 +273,8 @@ def test_several_variables_with_covariates_train_on_cuda_and_reload_on_cpu(
         n=150, n_variables=2, covariates=True, random_state=1
     )
     names = list(sim.train.data.covariates)
-    # cuda_graph=True asks for a graph these inputs cannot use: eager, said so
-    with pytest.warns(UserWarning, match="run eagerly"):
+    # cuda_graph=True asks for a graph this fit cannot use: eager, said so
+    with pytest.warns(UserWarning, match="training is eager"):
         imp = getattr(fi, name)(
             **FAST, covariates=names, device="cuda", cuda_graph=True
         ).fit(sim.train.data)

@@ -179,10 +179,6 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         """The subjects' covariates as the network reads them (None here)."""
         return None
 
-    def _calibrated(self):
-        """Whether the fit calibrates an error model (``return_std``)."""
-        return True
-
     def _standardised(self, data):
         """The values standardised, and each one's variable (None here)."""
         return (data.values - self.value_mean_) / self.value_scale_, None
@@ -231,8 +227,6 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         )
         train, valid = self._split(data, rng)
         folds = n_folds(self.calibration_folds, len(data), warm) if len(valid) else 0
-        if not self._calibrated():
-            folds = 0
         with_base = not warm and self.base is not None
         phases = FitPhases(type(self).__name__, with_base + 2 + folds, self.verbose)
         try:
@@ -280,7 +274,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 self._train(trainer, train, data, settings)
             self._record(trainer, module, offset, warm)
             modules, calib = [module], None
-            if len(valid) and not trainer.interrupted and self._calibrated():
+            if len(valid) and not trainer.interrupted:
                 calib = [self._tensors(valid, device)]
                 if folds:
                     # the folds' networks follow the schedule the budget set
@@ -654,7 +648,7 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
                 np.reshape(self.value_scale_, (-1, 1)) / self.time_scale_
             )
         if std:
-            sd *= self.value_scale_
+            sd.reshape(len(data), p, -1)[...] *= np.reshape(self.value_scale_, (-1, 1))
             return curves, deriv, sd
         return curves, deriv
 
@@ -712,12 +706,15 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
         out = self._curves_on(res[0], res[1], grid)
         if not return_std:
             return out
-        if on_grid:
-            return out, res[2]
-        n = len(data)
+        return out, self._std_on(res[2], grid)
+
+    def _std_on(self, sd, grid):
+        """Error SDs on ``model_grid_`` on ``grid`` (linear between its points)."""
+        if self._on_model_grid(grid):
+            return sd
+        n = len(sd)
         flat, counts = np.tile(grid, n), np.full(n, grid.size)
-        sd = interpolate_rows(res[2], self.model_grid_, flat, counts)
-        return out, sd.reshape(n, grid.size)
+        return interpolate_rows(sd, self.model_grid_, flat, counts).reshape(n, -1)
 
     def _predict_ragged(self, data, times, offsets):
         curves, deriv = self._model_curves(data)

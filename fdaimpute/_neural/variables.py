@@ -12,8 +12,10 @@ its own mean and SD. The statistical base is
 variable and judged per variable: a variable on which the network does not
 beat it keeps the base's curves (the base is then refitted on every
 subject, as when it is kept on all of them). Subject covariates
-(``covariates``) are one more token of the encoder. Not yet on several
-variables: the error model behind ``return_std`` and regularizers.
+(``covariates``) are one more token of the encoder. The error model behind
+``return_std`` reads each variable's own observations and the variable
+(:func:`fdaimpute.nn.error_features`). Not yet on several variables:
+regularizers.
 """
 
 from __future__ import annotations
@@ -64,9 +66,6 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
 
     def _n_variables(self):
         return len(self.variables_) if self._several() else 1
-
-    def _calibrated(self):
-        return not self._several()
 
     def _fit_variables(self, data):
         if isinstance(self.base, str) and self.base not in ("auto", "pace"):
@@ -184,6 +183,12 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
         on = self._slopes_on if derivative else self._curves_on
         curves, deriv = self._blocks(data)
         return np.concatenate([on(c, d, grid) for c, d in zip(curves, deriv)], axis=1)
+
+    def _variable_std(self, data, grid):
+        n, p = len(data), len(self.variables_)
+        sd = self._model_curves(data, derivative=False, std=True)[2]
+        blocks = sd.reshape(n, p, -1)
+        return np.concatenate([self._std_on(blocks[:, j], grid) for j in range(p)], 1)
 
     def _variable_values(self, data):
         curves, deriv = self._blocks(data)

@@ -39,6 +39,10 @@ class Batch:
         variable.
     covariates : Tensor of shape (B, c) or None
         Each subject's covariates (numeric, standardised); None without.
+    base : tuple of two Tensors of shape (B, M) or None
+        The module's statistical base (curve, derivative or None) from the
+        ``visible`` observations, when computed ahead of the forward pass;
+        None otherwise (the module then computes it).
     """
 
     index: torch.Tensor
@@ -48,12 +52,17 @@ class Batch:
     visible: torch.Tensor
     variable: torch.Tensor | None = None
     covariates: torch.Tensor | None = None
+    base: tuple | None = None
 
     @property
     def extra_inputs(self):
-        """The module's keyword inputs beyond the observations: ``variable``
-        and ``covariates``, where the batch has them."""
-        extra = {"variable": self.variable, "covariates": self.covariates}
+        """The module's keyword inputs beyond the observations: ``variable``,
+        ``covariates`` and ``base``, where the batch has them."""
+        extra = {
+            "variable": self.variable,
+            "covariates": self.covariates,
+            "base": self.base,
+        }
         return {k: v for k, v in extra.items() if v is not None}
 
 

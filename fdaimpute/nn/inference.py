@@ -127,7 +127,9 @@ def predict_curves(
             deriv = torch.empty(n, m) if deriv is None else deriv
             deriv[index] = res.derivative.to("cpu", deriv.dtype)
         if error_head is not None:
-            var = error_head.on_grid(res, grid, batch.times, batch.valid)
+            var = error_head.on_grid(
+                res, grid, batch.times, batch.valid, variable=batch.variable
+            )
             std[index] = var.sqrt().to("cpu", std.dtype)
     deriv = deriv if has_derivative else None
     if error_head is not None:

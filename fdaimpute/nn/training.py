@@ -7,10 +7,12 @@ curve at observation times live in :mod:`fdaimpute.nn.inference` (and are
 importable from here too).
 
 The loop is split into small steps that a subclass may override:
-:meth:`Trainer.fit` -> :meth:`Trainer.run_epoch` -> :meth:`Trainer.train_step`
--> :meth:`Trainer.visible_mask`, :meth:`Trainer.forward` and
-:meth:`Trainer.compute_loss`, with :meth:`Trainer.validate` (which reads the
-forward pass's prediction at the observation times with
+:meth:`Trainer.fit` -> :meth:`Trainer.run_epoch` ->
+:meth:`Trainer.training_batches` (which hides points with
+:meth:`Trainer.visible_mask`) and :meth:`Trainer.train_step` ->
+:meth:`Trainer.forward` and :meth:`Trainer.compute_loss`, with
+:meth:`Trainer.validate` (which reads the forward pass's prediction at the
+observation times with
 :meth:`Trainer.read`), the :meth:`Trainer.on_epoch_end` hook and
 :meth:`Trainer.finish`, run once after the epochs. The
 conditional neural process (:mod:`fdaimpute.nn.cnp`) is one such subclass.
@@ -26,6 +28,7 @@ import torch
 
 from fdaimpute.nn import distributed
 from fdaimpute.nn.batching import hide_observations, shuffled_batches
+from fdaimpute.nn.channels import module_inputs
 from fdaimpute.nn.graphed import GraphedStep, graph_unsupported
 from fdaimpute.nn.inference import read_at
 from fdaimpute.nn.optim import make_adam, make_schedule, set_total_steps
@@ -33,6 +36,12 @@ from fdaimpute.nn.regularizers import RegularizerContext, regularizer_names
 from fdaimpute.nn.validation import held_out_error
 
 __all__ = ["Trainer"]
+
+#: Training subjects whose statistical base one call computes: the batches
+#: of such a group are hidden from first, then their base's curves come from
+#: one call instead of one per batch (each call has fixed costs, and on a GPU
+#: it waits for the device).
+BASE_GROUP_SUBJECTS = 4096
 
 
 def _autocast_dtype(name):
@@ -411,12 +420,13 @@ class Trainer:
         )
 
     def train_step(self, batch):
-        """Hide, forward, loss (+ penalties), backward, clip, step.
+        """Forward, loss (+ penalties), backward, clip, step.
 
-        Returns the data loss, the total (with weighted penalties) and the
-        unweighted penalties (tensors).
+        ``batch.visible`` holds what the encoder sees
+        (:meth:`training_batches` draws it). Returns the data loss, the
+        total (with weighted penalties) and the unweighted penalties
+        (tensors).
         """
-        batch.visible = self.visible_mask(batch)
         need_hidden = any(getattr(r, "needs_hidden", False) for r in self.regularizers)
         out = self.forward(batch, return_hidden=need_hidden)
         loss, _ = self.compute_loss(out, batch)
@@ -456,14 +466,15 @@ class Trainer:
         regs = torch.zeros(len(self.regularizers), device=self.device)
         n_batches = 0
         graphed = self.graphed
-        for index in graphed.batches(data) if graphed else self.batches(data):
+        steps = graphed.batches(data) if graphed else self.training_batches(data)
+        for item in steps:  # graphed: index tensors; eager: batches
             if graphed is not None:
-                loss = total = graphed(data, index)
+                loss = total = graphed(data, item)
                 penalties = []
                 self.scheduler.step()
                 self.step += 1
             else:
-                loss, total, penalties = self.train_step(data.batch(index))
+                loss, total, penalties = self.train_step(item)
             data_loss += loss
             objective += total.float()
             if penalties:
@@ -479,6 +490,70 @@ class Trainer:
             (data_loss / n_batches).item(), self.device, size
         )
         return loss, finite, (regs / n_batches).tolist()
+
+    def training_batches(self, data):
+        """One epoch's training batches, each with its hidden points drawn.
+
+        With a statistical base (the module's ``base_curves``), the batches
+        of about :data:`BASE_GROUP_SUBJECTS` subjects are drawn first and
+        their base computed in one call (``Batch.base``); the points hidden
+        are those of drawing batch by batch.
+        """
+        base_curves = self._base_curves()
+        group, size = [], 0
+        for index in self.batches(data):
+            batch = data.batch(index)
+            batch.visible = self.visible_mask(batch)
+            if base_curves is None:
+                yield batch
+                continue
+            group.append(batch)
+            size += batch.times.shape[0]
+            if size >= BASE_GROUP_SUBJECTS:
+                yield from self._with_base(group, base_curves)
+                group, size = [], 0
+        if group:
+            yield from self._with_base(group, base_curves)
+
+    def _base_curves(self):
+        """The module's statistical base, or None."""
+        for part in (self.module, getattr(self.module, "vt", None)):
+            base_curves = getattr(part, "base_curves", None)
+            if base_curves is not None:
+                return base_curves
+        return None
+
+    @torch.no_grad()
+    def _with_base(self, group, base_curves):
+        """The batches of ``group`` with their base computed in one call."""
+        width = max(batch.times.shape[1] for batch in group)
+
+        def stacked(name):
+            parts = [getattr(batch, name) for batch in group]
+            if parts[0] is None:
+                return None
+            if parts[0].dim() == 1 or name == "covariates":
+                return torch.cat(parts)
+            out = parts[0].new_zeros((sum(x.shape[0] for x in parts), width))
+            row = 0
+            for x in parts:
+                out[row : row + x.shape[0], : x.shape[1]] = x
+                row += x.shape[0]
+            return out
+
+        extra = module_inputs(
+            getattr(self.module, "n_variables", 1),
+            stacked("variable"),
+            stacked("covariates"),
+        )
+        curve, slope = base_curves(
+            stacked("times"), stacked("values"), stacked("visible"), self.grid, **extra
+        )
+        sizes = [batch.times.shape[0] for batch in group]
+        slopes = [None] * len(group) if slope is None else slope.split(sizes)
+        for batch, c, d in zip(group, curve.split(sizes), slopes):
+            batch.base = (c, d)
+            yield batch
 
     @torch.no_grad()
     def validate(self, data, hidden):

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fdaimpute.nn.batching import hide_observations
+from fdaimpute.nn.channels import channel_masks, fold_channels
 from fdaimpute.nn.inference import read_at
 from fdaimpute.nn.integration import interpolate_linear
 
@@ -43,10 +44,14 @@ class ErrorVarianceHead(nn.Module):
     ``t`` (at two bandwidths) and with their number, and grows with the
     distance to the nearest one.
 
+    With several variables the features also hold the variable (one-hot,
+    read by ``g``): each variable has its own level and ``g``.
+
     Parameters
     ----------
     n_features : int, default=5
-        Length of a feature vector.
+        Length of a feature vector: 5, or ``5 + p`` for a module of ``p``
+        variables.
     width : int, default=32
         Hidden units of ``g``.
 
@@ -84,9 +89,21 @@ class ErrorVarianceHead(nn.Module):
         """Error variance, shape ``features.shape[:-1]`` (standardised units)."""
         return self.log_variance(features).clamp(-30.0, 30.0).exp()
 
-    def on_grid(self, out, grid, times, visible):
-        """Error variance (B, M) at the grid points, from a module's output."""
-        return self(error_features(out, grid, times, visible))
+    @property
+    def n_variables(self):
+        """The number of variables of the module the head was fitted for."""
+        return max(1, self.n_features - _N_STRUCTURED - 1)
+
+    def on_grid(self, out, grid, times, visible, variable=None):
+        """Error variance at the grid points, from a module's output.
+
+        Shape (B, M), or (B, p * M) variable-major for a module of ``p``
+        variables (``variable``: each observation's, as the module read it).
+        """
+        features = error_features(
+            out, grid, times, visible, variable=variable, n_variables=self.n_variables
+        )
+        return self(features)
 
 
 # bandwidths (on the [0, 1] time scale) of the two local densities
@@ -113,7 +130,9 @@ def _neighbourhood(times, visible, query, m):
     return out
 
 
-def error_features(out, grid, times, visible, query=None):
+def error_features(
+    out, grid, times, visible, query=None, *, variable=None, n_variables=1
+):
     """Features of the error-variance head at query times.
 
     Parameters
@@ -128,15 +147,26 @@ def error_features(out, grid, times, visible, query=None):
         The observations the module saw.
     query : Tensor of shape (B, Q), default=None
         Where to compute the features (default: the grid points).
+    variable : long Tensor of shape (B, L), default=None
+        Each observation's variable, for a module of several.
+    n_variables : int, default=1
+        The module's number of variables ``p``. With several, each
+        variable's curve has the features of its own observations, and the
+        variable (one-hot) follows the first feature; at ``query`` times
+        (then those of the observations) each point is its variable's.
 
     Returns
     -------
-    Tensor of shape (B, Q, 5)
+    Tensor of shape (B, Q, 5), or (B, Q, 5 + p) with several variables
         Float32 features: SAND's curve minus VT's (0 for a VT), the two
         local densities of visible observations, the log of their number
         and the distance to the nearest one (see
-        :func:`_neighbourhood`).
+        :func:`_neighbourhood`). Without ``query`` and with several
+        variables, ``Q = p * M``: the grid of each variable in turn.
     """
+    if n_variables > 1:
+        p = n_variables
+        return _variable_features(out, grid, times, visible, query, variable, p)
     curve = out["curve"].float()
     b, m = curve.shape
     if "sand" in out:
@@ -152,6 +182,26 @@ def error_features(out, grid, times, visible, query=None):
     return torch.stack(
         [disagree, near, wide, count.unsqueeze(1).expand_as(near), gap], dim=-1
     ).float()
+
+
+def _variable_features(out, grid, times, visible, query, variable, p):
+    """:func:`error_features` of a module of ``p`` variables."""
+    if variable is None:
+        raise ValueError(f"a module of {p} variables needs each observation's variable")
+    b = times.shape[0]
+    keys = [key for key in ("curve", "sand") if key in out]
+    folded = {key: fold_channels(out[key], p) for key in keys}
+    rows_t, rows_seen = channel_masks(times, visible, variable, p)
+    rows_query = None if query is None else query.repeat_interleave(p, dim=0)
+    feats = error_features(folded, grid, rows_t, rows_seen, rows_query)
+    feats = feats.reshape(b, p, -1, feats.shape[-1])
+    onehot = torch.eye(p, device=feats.device)[None, :, None, :]
+    onehot = onehot.expand(b, p, feats.shape[2], p)
+    feats = torch.cat([feats[..., :1], onehot, feats[..., 1:]], dim=-1)
+    if query is None:
+        return feats.reshape(b, -1, feats.shape[-1])
+    own = variable.clamp(0, p - 1)[:, None, :, None]
+    return feats.gather(1, own.expand(-1, 1, -1, feats.shape[-1])).squeeze(1)
 
 
 def _pick_one(mask, generator, min_count=1):
@@ -216,8 +266,9 @@ def fit_error_head(
         Held-out subjects.
     grid : Tensor of shape (M,)
         The module's grid.
-    noise_variance : float
-        Measurement-noise variance (standardised units).
+    noise_variance : float or array of shape (p,)
+        Measurement-noise variance (standardised units); one per variable
+        for a module of ``p`` variables.
     anchors : {None, "mean", "two-sided"}, default=None
         SAND's integration constant, as in training.
     min_residuals, max_draws : int
@@ -241,6 +292,7 @@ def fit_error_head(
     device = grid.device
     gen = torch.Generator(device=device).manual_seed(seed)
     pairs = list(zip(module, data)) if isinstance(module, list) else [(module, data)]
+    p = getattr(pairs[0][0], "n_variables", 1)
     parts, first = [], 0
     for part_module, part_data in pairs:
         part_module.eval()
@@ -254,22 +306,29 @@ def fit_error_head(
                 -(-min_residuals // len(pairs)),
                 max_draws,
                 batch_size,
+                p,
             )
         if drawn is not None:
             # subject numbers run on across the parts
-            parts.append((*drawn[:2], drawn[2] + first, drawn[3]))
+            parts.append((drawn[0], drawn[1], drawn[2] + first, *drawn[3:]))
         first += len(part_data)
     if not parts:
         return None
-    x, r2, g, noise_share = (torch.cat(column) for column in zip(*parts))
-    hidden_r2 = r2[noise_share >= 1.0]
-    if hidden_r2.numel():
-        # a noise estimate above what the hidden residuals show (a difference
-        # estimate on sparse subjects can exceed the data's variance) would
-        # leave the curve no variance at all: it keeps at least half of them
-        cap = NOISE_SHARE_CAP * float(hidden_r2.mean())
-        noise_variance = min(float(noise_variance), cap)
-    noise = float(noise_variance) * noise_share
+    x, r2, g, noise_share, var = (torch.cat(column) for column in zip(*parts))
+    noise_by_variable = torch.as_tensor(
+        noise_variance, dtype=r2.dtype, device=device
+    ).reshape(-1)
+    noise_by_variable = noise_by_variable.expand(p).clone()
+    for j in range(p):
+        hidden_r2 = r2[(noise_share >= 1.0) & (var == j)]
+        if hidden_r2.numel():
+            # a noise estimate above what the hidden residuals show (a
+            # difference estimate on sparse subjects can exceed the data's
+            # variance) would leave the curve no variance at all: it keeps at
+            # least half of them
+            cap = NOISE_SHARE_CAP * hidden_r2.mean()
+            noise_by_variable[j] = torch.minimum(noise_by_variable[j], cap)
+    noise = noise_by_variable[var] * noise_share
     floor = 1e-3 * float(r2.mean())
     cpu_gen = torch.Generator().manual_seed(seed)
     held = (torch.rand(first, generator=cpu_gen) < 0.2).to(device)[g]
@@ -292,12 +351,15 @@ def fit_error_head(
     return _train_head(head, loss_on, ~held, held, steps, lr)
 
 
-def _draw_residuals(module, data, grid, anchors, gen, min_residuals, max_draws, size):
-    """Features, squared residuals, owners and noise shares (see fit_error_head).
+def _draw_residuals(
+    module, data, grid, anchors, gen, min_residuals, max_draws, size, n_variables=1
+):
+    """Features, squared residuals, owners, noise shares and variables (see
+    fit_error_head).
 
     Returns None when nothing could be hidden.
     """
-    feats, resid2, noise_share, groups = [], [], [], []
+    feats, resid2, noise_share, groups, variables = [], [], [], [], []
     for draw in range(max_draws):
         for index in torch.arange(len(data)).split(size):
             batch = data.batch(index)
@@ -309,7 +371,15 @@ def _draw_residuals(module, data, grid, anchors, gen, min_residuals, max_draws, 
                 continue
             batch.visible = batch.valid & ~hidden
             out, pred = _read(module, batch, grid, anchors)
-            f = error_features(out, grid, batch.times, batch.visible, batch.times)
+            f = error_features(
+                out,
+                grid,
+                batch.times,
+                batch.visible,
+                batch.times,
+                variable=batch.variable,
+                n_variables=n_variables,
+            )
             # the sensitivity of the curve to one visible value: near an
             # observation, the curve's error includes a share of its noise
             probe = _pick_one(batch.visible, gen)
@@ -318,12 +388,16 @@ def _draw_residuals(module, data, grid, anchors, gen, min_residuals, max_draws, 
             leverage = (_read(module, batch, grid, anchors)[1] - pred) / _DELTA
             batch.values = values
             owner = batch.index.unsqueeze(1).expand_as(hidden)
+            variable = batch.variable
+            if variable is None:
+                variable = torch.zeros_like(owner)
             shares = (torch.ones_like(pred), 1.0 - 2.0 * leverage)
             for where, share in zip((hidden, probe), shares):
                 feats.append(f[where])
                 resid2.append((values - pred)[where].float().pow(2))
                 noise_share.append(share[where].float())
                 groups.append(owner[where])
+                variables.append(variable[where])
         if not resid2 or sum(r.numel() for r in resid2) >= min_residuals:
             break
     if not resid2:
@@ -333,6 +407,7 @@ def _draw_residuals(module, data, grid, anchors, gen, min_residuals, max_draws, 
         torch.cat(resid2),
         torch.cat(groups),
         torch.cat(noise_share).float(),
+        torch.cat(variables),
     )
 
 
