@@ -42,6 +42,7 @@ from fdaimpute._pace.multivariate import (
 from fdaimpute.base import BaseImputer
 from fdaimpute.multivariate import (
     align_variables,
+    as_3d,
     as_multivariate,
 )
 from fdaimpute.pace import PACEImputer
@@ -773,12 +774,7 @@ class MultivariatePACEImputer(BaseImputer):
             Only with ``return_std``.
         """
         out = self.transform(X, return_std=return_std, grid=grid)
-        outs = out if return_std else (out,)
-        shaped = tuple(
-            np.asarray(o).reshape(len(np.asarray(o)), len(self.variables_), -1)
-            for o in outs
-        )
-        return shaped if return_std else shaped[0]
+        return as_3d(out, len(self.variables_), return_std)
 
     def derivative(self, X, grid=None):
         """First derivative of each variable's imputed curve, variable-major.

@@ -500,6 +500,19 @@ def _check_covariates(covariates, n):
 # imputers of one variable that also take several
 
 
+def as_3d(out, n_variables, return_std=False):
+    """``transform``'s output of ``p`` variables as arrays (n_subjects, p, n_grid).
+
+    ``out`` holds the curves, or the curves and their SDs with ``return_std``
+    (arrays or DataFrames, variable-major columns).
+    """
+    outs = out if return_std else (out,)
+    shaped = tuple(
+        np.asarray(o).reshape(len(np.asarray(o)), n_variables, -1) for o in outs
+    )
+    return shaped if return_std else shaped[0]
+
+
 def holds_several_variables(
     X, id="id", time="time", variable="variable", value="value"
 ):
@@ -720,10 +733,16 @@ class SeveralVariablesMixin:
         std = self._variable_std(data, inner).reshape(n, p, inner.size)
         return std[:, :, cols].reshape(n, p * grid.size)
 
-    def transform_3d(self, X, grid=None):
-        """:meth:`transform` of several variables as an array (n_subjects, p, n_grid).
+    def transform_3d(self, X, return_std=False, grid=None):
+        """:meth:`transform` of several variables as arrays (n_subjects, p, n_grid).
 
         Only for an imputer fitted on several variables.
+
+        Returns
+        -------
+        curves : ndarray of shape (n_subjects, p, n_grid)
+        std : ndarray of shape (n_subjects, p, n_grid)
+            Only with ``return_std`` (where the imputer gives it).
         """
         check_is_fitted(self, "grid_")
         if not self._several():
@@ -731,8 +750,8 @@ class SeveralVariablesMixin:
                 f"{type(self).__name__} was fitted on one variable; transform_3d "
                 "is for several"
             )
-        curves = np.asarray(self.transform(X, grid=grid))
-        return curves.reshape(len(curves), len(self.variables_), -1)
+        out = self.transform(X, return_std=return_std, grid=grid)
+        return as_3d(out, len(self.variables_), return_std)
 
     def derivative(self, X, grid=None):
         """First derivative of each subject's imputed curve (of each variable).

@@ -70,6 +70,9 @@ def test_each_variable_has_bands_of_its_own_scale_wider_where_unobserved(
     assert fitted.error_head_.n_variables == 2
     assert sd.shape == curves.shape and (sd > 0).all()
     blocks = sd.reshape(n, 2, g)
+    curves_3d, sd_3d = fitted.transform_3d(data, return_std=True)
+    assert_array_equal(sd_3d, blocks)
+    assert_array_equal(curves_3d, curves.reshape(n, 2, g))
     # x1 is the square of a path, scaled by 4: its errors are far larger
     # than x0's, and the bands say so
     assert np.median(blocks[:, 1]) > 3 * np.median(blocks[:, 0])
