@@ -39,9 +39,16 @@ def test_untrained_network_is_the_base(cls, params, data):
     pace = fi.PACEImputer(grid=model.grid_, random_state=params["random_state"])
     expected = pace.fit(data).transform(data)
     np.testing.assert_allclose(model.transform(data), expected, atol=1e-5)
-    # the error model was calibrated before the refit and still answers
+    # the error model was calibrated before the refit and still answers;
+    # the bands and the noise are the base's, as the curves are
+    assert model.error_head_ is not None
     _, sd = model.transform(data, return_std=True)
-    assert np.isfinite(sd).all() and (sd > 0).all()
+    np.testing.assert_allclose(sd, pace.transform(data, return_std=True)[1])
+    assert model.noise_variance_ == pace.noise_variance_
+    times = np.linspace(*model.time_range_, 7)
+    np.testing.assert_allclose(
+        model.noise_variance_at(times), pace.noise_variance_at(times)
+    )
     if cls is SANDImputer:
         np.testing.assert_allclose(
             model.derivative(data),

@@ -95,6 +95,22 @@ def test_each_variable_has_bands_of_its_own_scale_wider_where_unobserved(
     assert_allclose(wider[1:], blocks[1:], rtol=1e-5)
 
 
+def test_a_variable_that_kept_its_base_has_the_bases_band_and_noise(fitted, coupled):
+    data = coupled.test.data
+    imp = copy.deepcopy(fitted)
+    n, g = len(data), imp.grid_.size
+    imp.base_weight_ = np.array([0.4, 0.4])  # the network on both
+    own = imp.transform(data, return_std=True)[1].reshape(n, 2, g)
+    imp.base_weight_ = np.array([0.0, 0.4])  # x0 kept its base
+    mixed = imp.transform(data, return_std=True)[1].reshape(n, 2, g)
+    base = imp.base_.transform(data, return_std=True, grid=imp.grid_)[1]
+    assert_allclose(mixed[:, 0], base.reshape(n, 2, g)[:, 0])
+    assert_allclose(mixed[:, 1], own[:, 1])
+    assert not np.allclose(own[:, 0], mixed[:, 0])
+    with pytest.raises(TypeError, match="one per variable|each variable"):
+        imp.noise_variance_at([0.5])
+
+
 def test_a_variable_never_seen_for_a_subject_is_imputed_from_the_others(
     fitted, coupled
 ):

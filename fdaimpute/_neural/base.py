@@ -302,6 +302,68 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             with phases.phase(f"base kept, refitted on all {len(data)} subjects"):
                 self.base_ = self._fit_base(data, seed)
             self._attach_base(module)
+        self._adopt_base_noise()
+
+    def _kept_base(self):
+        """Which variables' curves are the base's (its weight 0 there): a bool
+        array of shape (p,), all False without a base."""
+        weight = getattr(self, "base_weight_", None)
+        if getattr(self, "base_", None) is None or weight is None:
+            return np.zeros(self._n_variables(), dtype=bool)
+        return np.atleast_1d(np.asarray(weight) == 0)
+
+    def _adopt_base_noise(self):
+        """Where the curves are the base's, so are the noise variance and
+        the bands: the base's own estimate replaces the network's."""
+        kept = self._kept_base()
+        if not kept.any():
+            return
+        base_noise = getattr(self.base_, "noise_variance_", None)
+        if base_noise is None:
+            return
+        if np.ndim(self.noise_variance_) == 0:
+            self.noise_variance_ = float(base_noise)
+        else:
+            self.noise_variance_ = np.where(kept, base_noise, self.noise_variance_)
+
+    def _base_std(self, data, grid):
+        """The base's SDs on ``grid`` (None where the base gives none)."""
+        try:
+            _, sd = self.base_.transform(data, return_std=True, grid=grid)
+        except NotImplementedError:
+            return None
+        return np.asarray(sd, dtype=np.float64)
+
+    def noise_variance_at(self, times):
+        """The measurement-noise variance of a new observation at ``times``.
+
+        ``noise_variance_`` everywhere; where the imputer kept its base (its
+        curves are the base's), the base's own ``noise_variance_at``. A
+        prediction interval for a new observation at ``t`` has standard
+        deviation ``sqrt(sd(t)^2 + noise_variance_at(t))``, ``sd`` from
+        ``transform(X, return_std=True)``.
+
+        Parameters
+        ----------
+        times : array-like
+            Times (any shape).
+
+        Returns
+        -------
+        ndarray of the shape of ``times``
+        """
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "noise_variance_")
+        times = np.asarray(times, dtype=np.float64)
+        if self._n_variables() > 1:
+            raise TypeError(
+                f"this {type(self).__name__} was fitted on several variables: "
+                "noise_variance_ holds each variable's noise variance"
+            )
+        if self._kept_base().all() and hasattr(self.base_, "noise_variance_at"):
+            return np.asarray(self.base_.noise_variance_at(times), dtype=np.float64)
+        return np.full(times.shape, float(self.noise_variance_))
 
     def _base_kept(self, offset):
         """Whether the base is kept (then refitted on every subject): no
@@ -702,11 +764,15 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
 
     def _transform_grid(self, data, grid, return_std=False):
         on_grid = self._on_model_grid(grid)
-        res = self._model_curves(data, derivative=not on_grid, std=return_std)
+        base_sd = None
+        if return_std and self._kept_base().all():
+            base_sd = self._base_std(data, grid)
+        own_sd = return_std and base_sd is None
+        res = self._model_curves(data, derivative=not on_grid, std=own_sd)
         out = self._curves_on(res[0], res[1], grid)
         if not return_std:
             return out
-        return out, self._std_on(res[2], grid)
+        return out, base_sd if base_sd is not None else self._std_on(res[2], grid)
 
     def _std_on(self, sd, grid):
         """Error SDs on ``model_grid_`` on ``grid`` (linear between its points)."""

@@ -271,7 +271,8 @@ COMMON_ATTRS_DOC = """
         Standardisation of the values.
     noise_variance_ : float
         Estimated variance of the measurement noise (data units; see
-        :func:`fdaimpute.noise.noise_variance`).
+        :func:`fdaimpute.noise.noise_variance`); the base's own where the
+        imputer kept its base (one per variable on several variables).
     error_head_ : ErrorVarianceHead or None
         The error model behind ``transform(X, return_std=True)``, fitted on
         the held-out subjects (None without them); see

@@ -185,10 +185,23 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
         return np.concatenate([on(c, d, grid) for c, d in zip(curves, deriv)], axis=1)
 
     def _variable_std(self, data, grid):
+        # a variable that kept its base has the base's band
         n, p = len(data), len(self.variables_)
-        sd = self._model_curves(data, derivative=False, std=True)[2]
-        blocks = sd.reshape(n, p, -1)
-        return np.concatenate([self._std_on(blocks[:, j], grid) for j in range(p)], 1)
+        kept = self._kept_base()
+        base_sd = self._base_std(data, grid) if kept.any() else None
+        if base_sd is None:
+            kept[:] = False
+        own = None
+        if not kept.all():
+            own = self._model_curves(data, derivative=False, std=True)[2]
+            own = own.reshape(n, p, -1)
+        if base_sd is not None:
+            base_sd = base_sd.reshape(n, p, -1)
+        blocks = [
+            base_sd[:, j] if kept[j] else self._std_on(own[:, j], grid)
+            for j in range(p)
+        ]
+        return np.concatenate(blocks, axis=1)
 
     def _variable_values(self, data):
         curves, deriv = self._blocks(data)
