@@ -61,6 +61,20 @@ def test_one_curve_per_variable_in_every_output(fitted, coupled):
     assert list(frame.columns.names) == ["variable", "time"]
 
 
+def _without_first_x1(data):
+    """``data`` without the observations of ``x1`` of its first subject."""
+    keep = ~((data.subject_index == 0) & (data.variable == 1))
+    counts = np.bincount(data.subject_index[keep], minlength=len(data))
+    return MultivariateIrregularData(
+        data.times[keep],
+        data.values[keep],
+        data.variable[keep],
+        np.concatenate([[0], np.cumsum(counts)]),
+        data.variables,
+        data.ids,
+    )
+
+
 def test_each_variable_has_bands_of_its_own_scale_wider_where_unobserved(
     fitted, coupled
 ):
@@ -79,17 +93,8 @@ def test_each_variable_has_bands_of_its_own_scale_wider_where_unobserved(
     # on another grid: the same bands, read between the model grid's points
     _, sd_on = fitted.transform(data, return_std=True, grid=fitted.grid_[::10])
     assert_allclose(sd_on.reshape(n, 2, -1), blocks[:, :, ::10], rtol=1e-6)
-    # a subject's x1 never observed: its x1 band widens, x0's barely moves
-    keep = ~((data.subject_index == 0) & (data.variable == 1))
-    counts = np.bincount(data.subject_index[keep], minlength=n)
-    fewer = MultivariateIrregularData(
-        data.times[keep],
-        data.values[keep],
-        data.variable[keep],
-        np.concatenate([[0], np.cumsum(counts)]),
-        data.variables,
-        data.ids,
-    )
+    # a subject's x1 never observed: its x1 band widens, the others' stay
+    fewer = _without_first_x1(data)
     wider = fitted.transform(fewer, return_std=True)[1].reshape(n, 2, g)
     assert wider[0, 1].mean() > 1.2 * blocks[0, 1].mean()
     assert_allclose(wider[1:], blocks[1:], rtol=1e-5)
@@ -115,16 +120,7 @@ def test_a_variable_never_seen_for_a_subject_is_imputed_from_the_others(
     fitted, coupled
 ):
     data = coupled.test.data
-    keep = ~((data.subject_index == 0) & (data.variable == 1))
-    counts = np.bincount(data.subject_index[keep], minlength=len(data))
-    fewer = MultivariateIrregularData(
-        data.times[keep],
-        data.values[keep],
-        data.variable[keep],
-        np.concatenate([[0], np.cumsum(counts)]),
-        data.variables,
-        data.ids,
-    )
+    fewer = _without_first_x1(data)
     both = fitted.transform_3d(data)
     one = fitted.transform_3d(fewer)
     assert np.isfinite(one).all()

@@ -19,6 +19,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
+from fdaimpute._core.noise_at import NoiseAtMixin
 from fdaimpute._core.validation import check_spread_over_time, rounding_slack
 from fdaimpute._neural.config import PRESETS, SIZE_PARAMS
 from fdaimpute._neural.crossfit import cross_fit, n_folds
@@ -61,7 +62,9 @@ class FitSettings:
     grid: object
 
 
-class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
+class _NeuralImputer(
+    TorchStatePickling, EncoderFeaturesMixin, NoiseAtMixin, BaseImputer
+):
     """Shared machinery of :class:`VTImputer` and :class:`SANDImputer`."""
 
     #: Parameters filled from the preset when left at ``None``.
@@ -334,28 +337,8 @@ class _NeuralImputer(TorchStatePickling, EncoderFeaturesMixin, BaseImputer):
             return None
         return np.asarray(sd, dtype=np.float64)
 
-    def noise_variance_at(self, times):
-        """The measurement-noise variance of a new observation at ``times``.
-
-        ``noise_variance_`` everywhere; where the imputer kept its base (its
-        curves are the base's), the base's own ``noise_variance_at``. A
-        prediction interval for a new observation at ``t`` has standard
-        deviation ``sqrt(sd(t)^2 + noise_variance_at(t))``, ``sd`` from
-        ``transform(X, return_std=True)``.
-
-        Parameters
-        ----------
-        times : array-like
-            Times (any shape).
-
-        Returns
-        -------
-        ndarray of the shape of ``times``
-        """
-        from sklearn.utils.validation import check_is_fitted
-
-        check_is_fitted(self, "noise_variance_")
-        times = np.asarray(times, dtype=np.float64)
+    def _noise_at(self, times):
+        # the base's profile where the imputer kept it, else noise_variance_
         if self._n_variables() > 1:
             raise TypeError(
                 f"this {type(self).__name__} was fitted on several variables: "

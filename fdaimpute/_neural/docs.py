@@ -273,6 +273,8 @@ COMMON_ATTRS_DOC = """
         Estimated variance of the measurement noise (data units; see
         :func:`fdaimpute.noise.noise_variance`); the base's own where the
         imputer kept its base (one per variable on several variables).
+        ``noise_variance_at(t)`` is this value at every time, or the kept
+        base's own profile over time.
     error_head_ : ErrorVarianceHead or None
         The error model behind ``transform(X, return_std=True)``, fitted on
         the held-out subjects (None without them); see
