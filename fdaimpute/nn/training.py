@@ -532,7 +532,7 @@ class Trainer:
             parts = [getattr(batch, name) for batch in group]
             if parts[0] is None:
                 return None
-            if parts[0].dim() == 1 or name == "covariates":
+            if name == "covariates":  # one row per subject
                 return torch.cat(parts)
             out = parts[0].new_zeros((sum(x.shape[0] for x in parts), width))
             row = 0
