@@ -128,12 +128,20 @@ def test_a_variable_never_seen_for_a_subject_is_imputed_from_the_others(
     assert_allclose(one[1:], both[1:], atol=1e-5)
 
 
+def test_regularizers_train_a_network_of_several_variables(coupled):
+    data = coupled.train.data
+    regs = [fi.regularizers.Roughness(1e-3), fi.regularizers.LipReg(-1e-3)]
+    imp = fi.SANDImputer(**dict(FAST, max_epochs=2, base=None), regularizers=regs)
+    imp.fit(data)
+    assert np.isfinite(imp.history_["reg/roughness"]).all()
+    assert np.isfinite(imp.history_["reg/lipreg"]).all()
+    assert np.isfinite(imp.transform(coupled.test.data)).all()
+
+
 def test_what_several_variables_do_not_support_yet(coupled):
     data = coupled.train.data
     with pytest.raises(ValueError, match="base='kernel'"):
         fi.SANDImputer(base="kernel", **FAST).fit(data)
-    with pytest.raises(ValueError, match="no regularizers"):
-        fi.VTImputer(regularizers=[fi.regularizers.LipReg(1e-3)], **FAST).fit(data)
     imp = fi.VTImputer(**FAST).fit(data)
     part, _ = data.variable_data(0)
     with pytest.raises(TypeError, match="fitted on several variables"):

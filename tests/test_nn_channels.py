@@ -259,3 +259,31 @@ def test_a_network_reads_a_subjects_level_from_its_covariates():
         vt(t, y, seen, grid)
     with pytest.raises(ValueError, match="without them"):
         VTModule(**SMALL)(t, y, seen, grid, covariates=z)
+
+
+def test_regularizers_see_each_variable_as_a_row_of_its_own():
+    from fdaimpute.nn import Batch, LipReg, NormStabilizer, Roughness, Trainer
+
+    torch.manual_seed(2)
+    t, y, mask, variable = _batch(p=2)
+    grid = torch.linspace(0, 1, 11)
+    trainer = Trainer(VTModule(**SMALL, n_variables=2).train(), grid)
+    batch = Batch(torch.arange(4), t, y, mask, mask, variable)
+    out = trainer.forward(batch, return_hidden=True)
+    ctx = trainer.context(out, batch)
+    rows = out.curve.reshape(8, 11)  # row 2 b + j: variable j of subject b
+    torch.testing.assert_close(ctx.curve, rows)
+    second = (rows[:, 2:] - 2 * rows[:, 1:-1] + rows[:, :-2]).pow(2).mean()
+    torch.testing.assert_close(Roughness().penalty(ctx), second)
+    # one long row per subject would join the end of x0's curve to x1's start
+    joined = out.curve
+    naive = (joined[:, 2:] - 2 * joined[:, 1:-1] + joined[:, :-2]).pow(2).mean()
+    assert not torch.isclose(naive, second)
+    assert torch.equal(ctx.mask.reshape(4, 2, -1)[:, 1], mask & (variable == 1))
+    assert ctx.embedding.shape[0] == 8
+    assert ctx.hidden["decoder.0"].shape[:2] == (8, 11)
+    assert ctx.hidden["encoder.0"].shape[:2] == (8, t.shape[1])
+    regs = [LipReg(on="embedding"), LipReg(on="output"), NormStabilizer()]
+    regs.append(NormStabilizer(layer="encoder.0"))
+    for reg in regs:
+        assert torch.isfinite(reg.penalty(ctx))

@@ -14,8 +14,8 @@ beat it keeps the base's curves (the base is then refitted on every
 subject, as when it is kept on all of them). Subject covariates
 (``covariates``) are one more token of the encoder. The error model behind
 ``return_std`` reads each variable's own observations and the variable
-(:func:`fdaimpute.nn.error_features`). Not yet on several variables:
-regularizers.
+(:func:`fdaimpute.nn.error_features`); regularizers see each variable's
+curve and tokens as rows of their own (:class:`fdaimpute.nn.RegularizerContext`).
 """
 
 from __future__ import annotations
@@ -73,10 +73,6 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
                 f"{type(self).__name__} on several variables takes base='auto' "
                 f"or 'pace' (multivariate PACE), an imputer of several "
                 f"variables or None, got base={self.base!r}"
-            )
-        if self.regularizers:
-            raise ValueError(
-                f"{type(self).__name__} takes no regularizers on several variables"
             )
         missing = data.variables[~data.counts.any(axis=0)].tolist()
         if missing:

@@ -106,8 +106,11 @@ def channel_times(times, variable, grid):
 
 
 def fold_channels(curves, n_variables):
-    """``(B, p * M)`` variable-major rows as ``(B * p, M)`` rows, one per curve."""
-    return curves.reshape(curves.shape[0] * n_variables, -1)
+    """``(B, p * M)`` variable-major rows as ``(B * p, M)`` rows, one per curve.
+
+    A trailing feature axis is kept: ``(B, p * M, d)`` becomes ``(B * p, M, d)``.
+    """
+    return curves.reshape(curves.shape[0] * n_variables, -1, *curves.shape[2:])
 
 
 def unfold_channels(curves, n_variables):

@@ -54,6 +54,16 @@ class RegularizerContext:
     hidden : dict of str to Tensor
         Layer outputs ``encoder.<i>`` (B, L, d) and ``decoder.<i>`` (B, M,
         d); empty unless a regularizer sets ``needs_hidden``.
+
+    Notes
+    -----
+    For a module of ``p`` variables, each subject's variables are rows of
+    their own (``B`` is the number of subjects times ``p``, row ``b * p +
+    j`` is variable ``j`` of subject ``b``): each variable's curve on the
+    grid, its observations' times with ``mask`` true only at those of
+    variable ``j``, the embedding and encoder outputs (observation tokens
+    only) repeated for each variable, and each variable's grid queries of
+    the decoder. So a penalty along time never joins two variables.
     """
 
     module: torch.nn.Module

@@ -129,12 +129,20 @@ class WeightDecay(Regularizer):
 
 
 def _normalise_per_channel(x, valid):
-    """Rescale each subject's channels to [0, 1] over its valid positions."""
+    """Rescale each subject's channels to [0, 1] over its valid positions.
+
+    Positions that are not valid become 0 (their differences are never
+    scored; left as they were, a row with one valid position could scale
+    them beyond float32), and a row with none (a variable a subject does
+    not show the encoder) is all 0.
+    """
     big = torch.finfo(x.dtype).max
     keep = valid.unsqueeze(-1)
+    empty = ~keep.any(dim=1, keepdim=True)
     lo = torch.where(keep, x, big).amin(dim=1, keepdim=True)
     hi = torch.where(keep, x, -big).amax(dim=1, keepdim=True)
-    return (x - lo) / (hi - lo).clamp_min(1e-12)
+    lo, hi = torch.where(empty, 0.0, lo), torch.where(empty, 1.0, hi)
+    return torch.where(keep, (x - lo) / (hi - lo).clamp_min(1e-12), 0.0)
 
 
 def _successive(values, times, valid):

@@ -28,7 +28,7 @@ import torch
 
 from fdaimpute.nn import distributed
 from fdaimpute.nn.batching import hide_observations, shuffled_batches
-from fdaimpute.nn.channels import module_inputs
+from fdaimpute.nn.channels import channel_masks, fold_channels, module_inputs
 from fdaimpute.nn.graphed import GraphedStep, graph_unsupported
 from fdaimpute.nn.inference import read_at
 from fdaimpute.nn.optim import make_adam, make_schedule, set_total_steps
@@ -404,19 +404,39 @@ class Trainer:
         return sum(parts.values()), parts
 
     def context(self, out, batch):
-        """The :class:`RegularizerContext` of a training step."""
+        """The :class:`RegularizerContext` of a training step.
+
+        With several variables each subject's variables are rows of their
+        own (see :class:`RegularizerContext`).
+        """
+        times, mask, embedding = batch.times, batch.visible, out.embedding
+        curves = (out.output, out.curve, out.derivative)
+        hidden = out.hidden or {}
+        p = getattr(self.module, "n_variables", 1)
+        if p > 1:
+            times, mask = channel_masks(batch.times, batch.visible, batch.variable, p)
+            embedding = embedding.repeat_interleave(p, dim=0)
+            curves = tuple(None if c is None else fold_channels(c, p) for c in curves)
+            hidden = {
+                # the grid queries of each variable; the observation tokens
+                # (without the covariates' one) once per variable
+                key: fold_channels(value, p)
+                if key.startswith("decoder")
+                else value[:, : batch.times.shape[1]].repeat_interleave(p, dim=0)
+                for key, value in hidden.items()
+            }
         return RegularizerContext(
             module=self.module,
             epoch=self.epoch,
             step=self.step,
-            times=batch.times,
-            mask=batch.visible,
-            embedding=out.embedding,
+            times=times,
+            mask=mask,
+            embedding=embedding,
             grid=self.grid,
-            curve=out.output,
-            vt_curve=out.curve,
-            derivative=out.derivative,
-            hidden=out.hidden or {},
+            curve=curves[0],
+            vt_curve=curves[1],
+            derivative=curves[2],
+            hidden=hidden,
         )
 
     def train_step(self, batch):
