@@ -12,7 +12,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["EstimatorBase"]
+__all__ = ["EstimatorBase", "module_base"]
+
+
+def module_base(module):
+    """A module's statistical base (its ``base_curves``, or its transformer's
+    for a SAND module), or None."""
+    for part in (module, getattr(module, "vt", None)):
+        base_curves = getattr(part, "base_curves", None)
+        if base_curves is not None:
+            return base_curves
+    return None
 
 
 class EstimatorBase:

@@ -28,6 +28,7 @@ import warnings
 
 import torch
 
+from fdaimpute.nn.base_curves import module_base
 from fdaimpute.nn.batching import Batch, shuffled_batches
 
 __all__ = ["GraphedStep", "graph_unsupported"]
@@ -62,9 +63,7 @@ def graph_unsupported(trainer, n_train):
         return "regularizers run eagerly"
     if trainer.amp and trainer.amp_dtype == torch.float16:
         return "float16 loss scaling runs eagerly (use bfloat16)"
-    bases = [getattr(module, "base_curves", None)]
-    bases.append(getattr(getattr(module, "vt", None), "base_curves", None))
-    if any(base is not None for base in bases):
+    if module_base(module) is not None:
         return "a statistical base is computed on the CPU"
     if trainer.anchors == "two-sided":
         return "two-sided anchors check their pattern on the host"

@@ -27,6 +27,7 @@ import warnings
 import torch
 
 from fdaimpute.nn import distributed
+from fdaimpute.nn.base_curves import module_base
 from fdaimpute.nn.batching import hide_observations, shuffled_batches
 from fdaimpute.nn.channels import channel_masks, fold_channels, module_inputs
 from fdaimpute.nn.graphed import GraphedStep, graph_unsupported
@@ -519,7 +520,7 @@ class Trainer:
         their base computed in one call (``Batch.base``); the points hidden
         are those of drawing batch by batch.
         """
-        base_curves = self._base_curves()
+        base_curves = module_base(self.module)
         group, size = [], 0
         for index in self.batches(data):
             batch = data.batch(index)
@@ -534,14 +535,6 @@ class Trainer:
                 group, size = [], 0
         if group:
             yield from self._with_base(group, base_curves)
-
-    def _base_curves(self):
-        """The module's statistical base, or None."""
-        for part in (self.module, getattr(self.module, "vt", None)):
-            base_curves = getattr(part, "base_curves", None)
-            if base_curves is not None:
-                return base_curves
-        return None
 
     @torch.no_grad()
     def _with_base(self, group, base_curves):
