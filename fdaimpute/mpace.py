@@ -10,6 +10,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from fdaimpute._core.fitting import fit_from_scratch
+from fdaimpute._core.multivariate_frames import covariate_names
 from fdaimpute._core.params import (
     RANDOM_STATE,
     Boolean,
@@ -20,7 +21,6 @@ from fdaimpute._core.params import (
 )
 from fdaimpute._fpca.covariates import (
     CovariateDesign,
-    covariate_names,
     varying_coefficients,
 )
 from fdaimpute._fpca.folds import N_FOLDS
@@ -316,7 +316,7 @@ class MultivariatePACEImputer(BaseImputer):
     # ------------------------------------------------------------------ #
     # input
     def _validate_input(self, X, *, reset):
-        data = as_multivariate(X)
+        data = as_multivariate(X, covariates=covariate_names(self.covariates))
         if reset:
             return data
         return align_variables(data, self.variables_)
@@ -330,7 +330,8 @@ class MultivariatePACEImputer(BaseImputer):
         ----------
         X : MultivariateIrregularData or long DataFrame
             Training subjects (a DataFrame with columns id, time, variable,
-            value).
+            value, and the columns named in ``covariates``; with covariates,
+            columns id, time and value are one variable named ``value``).
         y : None
             Ignored.
 

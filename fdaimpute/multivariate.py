@@ -20,6 +20,7 @@ from fdaimpute._core.ids import (
     subject_label,
 )
 from fdaimpute._core.multivariate_frames import (
+    covariate_names,
     flat_from_columns,
     flat_from_variable_column,
     subject_covariates,
@@ -28,6 +29,7 @@ from fdaimpute._core.ragged import RaggedSubjects
 from fdaimpute._core.validation import (
     check_in_range,
     check_magnitudes,
+    is_long_frame,
     is_variables_frame,
     refuse_unnamed_variables_frame,
 )
@@ -514,7 +516,7 @@ def as_3d(out, n_variables, return_std=False):
 
 
 def holds_several_variables(
-    X, id="id", time="time", variable="variable", value="value"
+    X, id="id", time="time", variable="variable", value="value", covariates=None
 ):
     """Whether ``X`` holds several variables in a form the imputers read.
 
@@ -525,41 +527,67 @@ def holds_several_variables(
     id, time, variable, value : str
         The column names of a long table (as in
         :meth:`MultivariateIrregularData.from_long`).
+    covariates : list of str, default=None
+        The subject covariates an imputer reads. When some are named, a long
+        table of one variable (columns id, time, value) also counts: it is
+        read as one variable with its covariates (see
+        :func:`as_multivariate`).
 
     Returns
     -------
     bool
         True for a MultivariateIrregularData, or a DataFrame with the four
-        columns.
+        columns (or the three, with covariates).
     """
     if isinstance(X, MultivariateIrregularData):
         return True
-    return is_variables_frame(X, id, time, variable, value)
+    if is_variables_frame(X, id, time, variable, value):
+        return True
+    return bool(covariates) and is_long_frame(X, (id, time, value))
 
 
-def as_multivariate(X, id="id", time="time", variable="variable", value="value"):
+def as_multivariate(
+    X, id="id", time="time", variable="variable", value="value", covariates=None
+):
     """``X`` as MultivariateIrregularData (see :func:`holds_several_variables`).
+
+    A long table's covariate columns named in ``covariates`` are read with
+    it (constant within each subject); with covariates named, a long table
+    without a variable column is one variable, named after its value
+    column.
 
     Raises
     ------
     TypeError
         If ``X`` is neither a MultivariateIrregularData nor a DataFrame with
-        the four columns.
+        the four columns (or the three, with covariates).
     ValueError
         If it has no subjects, if :meth:`MultivariateIrregularData.from_long`
-        refuses it, or if it looks like a long table of several variables
+        refuses it (a covariate column missing or not constant within a
+        subject, say), or if it looks like a long table of several variables
         under other column names (the message gives the call that reads
         it).
     """
+    names = list(covariates or ())
     if isinstance(X, MultivariateIrregularData):
         data = X
     elif is_variables_frame(X, id, time, variable, value):
-        data = MultivariateIrregularData.from_long(X, id, time, variable, value)
+        data = MultivariateIrregularData.from_long(
+            X, id, time, variable, value, covariates=names or None
+        )
+    elif names and is_long_frame(X, (id, time, value)):
+        data = MultivariateIrregularData.from_columns(
+            X, [value], id, time, covariates=names
+        )
     else:
         refuse_unnamed_variables_frame(X)
+        columns = f"{id}, {time}, {variable}, {value}"
+        if names:
+            columns += f" (or {id}, {time}, {value} for one variable)"
+            columns += f" and the covariates {', '.join(names)}"
         raise TypeError(
             "X must be a MultivariateIrregularData or a long DataFrame with "
-            f"columns {id}, {time}, {variable}, {value}; got {type(X).__name__}"
+            f"columns {columns}; got {type(X).__name__}"
         )
     if len(data) == 0:
         raise ValueError("no subjects: X is empty")
@@ -621,6 +649,19 @@ class SeveralVariablesMixin:
     def _several(self):
         return hasattr(self, "variables_")
 
+    def _covariate_names(self):
+        """The covariates the imputer reads (none for one without them)."""
+        return covariate_names(getattr(self, "covariates", None))
+
+    def _holds_variables(self, X):
+        """Whether ``X`` is read as several variables (or one with
+        covariates): see :func:`holds_several_variables`."""
+        return holds_several_variables(X, covariates=self._covariate_names())
+
+    def _as_variables(self, X):
+        """``X`` as MultivariateIrregularData, with the imputer's covariates."""
+        return as_multivariate(X, covariates=self._covariate_names())
+
     @staticmethod
     def _variable_parts(data):
         """``(j, part, rows)`` for each variable ``j`` observed in ``data``:
@@ -651,27 +692,27 @@ class SeveralVariablesMixin:
             The fitted imputer.
         """
         self._clear_fitted()
-        if not holds_several_variables(X):
+        if not self._holds_variables(X):
             return super().fit(X, y)
-        return fit_from_scratch(self, X, as_multivariate, self._fit_variables)
+        return fit_from_scratch(self, X, self._as_variables, self._fit_variables)
 
     def _several_input(self, X):
         """Input of transform and the like, after a fit on several variables."""
         check_is_fitted(self, "grid_")
-        if not holds_several_variables(X):
+        if not self._holds_variables(X):
             raise TypeError(
                 f"{type(self).__name__} was fitted on several variables "
                 f"({', '.join(self.variables_)}); X must hold them too (a "
                 "MultivariateIrregularData or a long frame with columns id, "
                 f"time, variable, value), got {type(X).__name__}"
             )
-        data = align_variables(as_multivariate(X), self.variables_)
+        data = align_variables(self._as_variables(X), self.variables_)
         check_magnitudes(data)
         check_in_range(data, self.time_range_, extrapolate=self._extrapolation())
         return data
 
     def _check_transform_input(self, X):
-        if self._several() or not holds_several_variables(X):
+        if self._several() or not self._holds_variables(X):
             return super()._check_transform_input(X)
         check_is_fitted(self, "grid_")
         raise TypeError(

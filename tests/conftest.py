@@ -28,6 +28,19 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def one_blas_thread_per_worker():
+    """Under pytest-xdist (``-n 2``) give each worker one BLAS thread, so that
+    the workers together use as many cores as there are workers."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        yield
+
+
 @pytest.fixture(scope="module")
 def sim():
     """The SAND paper's process: 80 subjects with 8 to 12 observations each.

@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from numpy.testing import assert_allclose
 
 import fdaimpute as fi
 from fdaimpute._fpca.covariates import CovariateDesign, varying_coefficients
@@ -225,3 +226,27 @@ def test_one_variable_with_covariates_is_covariate_adjusted_pace(driven):
     plain = fi.PACEImputer(random_state=0, **FAST).fit(part)
     plain = plain.transform(test_part, grid=sim.grid)
     assert _mse(curves, sim.test.truth[:, 1]) < _mse(plain, sim.test.truth[:, 1])
+
+
+def test_covariates_are_read_from_a_long_frames_columns(driven):
+    sim, _ = driven
+    data = sim.train.data
+    frame = data.to_long()  # with a column per covariate
+    assert {"age", "group"} <= set(frame.columns)
+    imp = MultivariatePACEImputer(random_state=0, covariates=NAMES, pace_params=FAST)
+    from_frame = imp.fit(frame).transform(frame)
+    expected = imp.fit(data).transform(data)
+    assert_allclose(from_frame, expected, rtol=0, atol=1e-12)
+    # one variable in a frame without a variable column: the frame's value column
+    part = frame[frame["variable"] == data.variables[1]].drop(columns="variable")
+    one = imp.fit(part)
+    assert one.variables_ == ["value"]
+    assert one.covariate_columns_ == ["age", "group=b", "group=c"]
+    read = MultivariateIrregularData.from_columns(part, ["value"], covariates=NAMES)
+    assert_allclose(one.transform(part), imp.fit(read).transform(read), atol=1e-12)
+    with pytest.raises(ValueError, match="'sex'.*not in the table"):
+        MultivariatePACEImputer(covariates=["sex"]).fit(part)
+    with pytest.raises(TypeError, match="id, time, value for one variable"):
+        MultivariatePACEImputer(covariates=NAMES).fit(
+            part.rename(columns={"value": "y"})
+        )

@@ -3,6 +3,7 @@
 import copy
 
 import numpy as np
+import pandas as pd
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
@@ -284,6 +285,24 @@ def test_covariates_are_checked_where_they_are_read(with_covariates, coupled):
         fi.SANDImputer(**FAST, covariates=["age"]).fit(part)
     with pytest.raises(ValueError, match="distinct column names"):
         fi.VTImputer(**FAST, covariates=["age", "age"]).fit(data)
+
+
+def test_a_long_frame_of_one_variable_brings_its_covariates(with_covariates):
+    imp, data = with_covariates
+    part, rows = data.variable_data(0)
+    frame = part.to_long().merge(
+        pd.DataFrame(
+            {"id": data.ids[rows], **{k: v[rows] for k, v in data.covariates.items()}}
+        ),
+        on="id",
+    )
+    net = fi.SANDImputer(**FAST, covariates=["age", "group"]).fit(frame)
+    assert net.variables_ == ["value"]
+    assert net.covariate_columns_ == ["age", "group=b", "group=c"]
+    curves = net.transform(frame)
+    assert curves.shape == (len(part), net.grid_.size) and np.isfinite(curves).all()
+    with pytest.raises(ValueError, match="'group'.*not in the table"):
+        net.transform(frame.drop(columns="group"))
 
 
 @pytest.mark.cuda

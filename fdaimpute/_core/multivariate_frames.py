@@ -102,6 +102,23 @@ def flat_from_columns(df, id, time, variables):
     return t[rows], block[rows, var], var.astype(np.int64), names, subject[rows], ids
 
 
+def covariate_names(setting):
+    """The covariate names of an imputer's ``covariates`` parameter (a list).
+
+    Raises
+    ------
+    ValueError
+        Names that are not strings, or that repeat.
+    """
+    if setting is None:
+        return []
+    names = list(setting)
+    bad = [c for c in names if not isinstance(c, str)]
+    if bad or len(set(names)) != len(names):
+        raise ValueError(f"covariates must be distinct column names, got {setting!r}")
+    return names
+
+
 def subject_covariates(df, columns, id):
     """One value per subject of each covariate column; constant within a subject.
 
@@ -126,13 +143,19 @@ def subject_covariates(df, columns, id):
         if differs.any():
             j = int(np.flatnonzero(differs)[0])
             i = int(subject[j])
+            first, other = (_plain(col[k]) for k in (first_row[i], j))
             raise ValueError(
                 f"{subject_label(ids, i)}: covariate {name!r} is not constant "
-                f"within the subject ({col[first_row[i]]!r} and {col[j]!r}); "
+                f"within the subject ({first!r} and {other!r}); "
                 "a covariate holds one value per subject"
             )
         out[name] = col[first_row]
     return out
+
+
+def _plain(x):
+    """A numpy scalar as the Python value it holds (for messages)."""
+    return x.item() if isinstance(x, np.generic) else x
 
 
 def _factorize(col):

@@ -30,23 +30,6 @@ _RIDGE = 1e-8
 _MAX_PAIRS = 2_000_000
 
 
-def covariate_names(setting):
-    """The covariate names of an imputer's ``covariates`` parameter (a list).
-
-    Raises
-    ------
-    ValueError
-        Names that are not strings, or that repeat.
-    """
-    if setting is None:
-        return []
-    names = list(setting)
-    bad = [c for c in names if not isinstance(c, str)]
-    if bad or len(set(names)) != len(names):
-        raise ValueError(f"covariates must be distinct column names, got {setting!r}")
-    return names
-
-
 def _is_numeric(column):
     return np.asarray(column).dtype.kind in "biuf"
 

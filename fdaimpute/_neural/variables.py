@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdaimpute._fpca.covariates import CovariateDesign, covariate_names
-from fdaimpute.multivariate import SeveralVariablesMixin, holds_several_variables
+from fdaimpute._core.multivariate_frames import covariate_names
+from fdaimpute._fpca.covariates import CovariateDesign
+from fdaimpute.multivariate import SeveralVariablesMixin
 from fdaimpute.noise import noise_variance
 
 
@@ -35,9 +36,11 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
 
         One variable (an IrregularData or the other one-variable formats) or
         several (a MultivariateIrregularData, or a long frame with columns
-        id, time, variable, value). A fit on one variable keeps
-        ``warm_start``; a fit on several starts afresh. A fit that raises
-        leaves the estimator unfitted.
+        id, time, variable, value). With ``covariates``, a long frame is read
+        with those columns (a frame of one variable, columns id, time and
+        value, becomes one variable with covariates). A fit on one variable
+        keeps ``warm_start``; a fit on several starts afresh. A fit that
+        raises leaves the estimator unfitted.
 
         Parameters
         ----------
@@ -51,16 +54,16 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
         self : object
             The fitted imputer.
         """
-        if holds_several_variables(X):
+        if self._holds_variables(X):
             return super().fit(X, y)
         if self._several():  # a network of several variables cannot go on
             self._clear_fitted()
         if self.covariates:
             raise ValueError(
                 f"{type(self).__name__}(covariates={self.covariates!r}) reads "
-                "subject covariates from a MultivariateIrregularData (or a long "
-                "frame with columns id, time, variable, value and the "
-                f"covariates); got {type(X).__name__}"
+                "subject covariates from a MultivariateIrregularData or a long "
+                "frame (columns id, time, value, and variable for several "
+                f"variables) with the covariates' columns; got {type(X).__name__}"
             )
         return super(SeveralVariablesMixin, self).fit(X, y)
 
