@@ -74,7 +74,8 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         whose worst curve leaves the range least). When another size or rank
         is kept, ``bic_`` holds its BIC alone.
     n_basis_mean : int, default=20
-        B-splines of the mean (a P-spline chosen by GCV, as FACE's).
+        B-splines of the mean (a P-spline, its smoothing chosen as
+        FACE's ``lambda_mean="auto"``: over subjects below 1,000 of them).
     degree : int, default=3
         Degree of the B-splines (3: cubic).
     n_components : int, "bic" or "cv", default="bic"

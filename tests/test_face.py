@@ -380,3 +380,22 @@ def test_bands_follow_noise_that_grows_over_time(imputer):
     inside = np.abs(hidden.values - curves[subject, column]) <= 1.959964 * scale
     late = hidden.times >= lo + 2 * (hi - lo) / 3
     assert np.mean(inside[late]) >= 0.92
+
+
+def test_mean_cross_validated_over_fewer_subjects_than_folds_is_gcv():
+    from fdaimpute._face.fit import fit_mean
+    from fdaimpute._fpca.splines import equal_knots
+
+    rng = np.random.default_rng(0)
+    times = np.sort(rng.uniform(0, 1, 40))
+    values = np.sin(2 * np.pi * times) + 0.1 * rng.normal(size=40)
+    knots = equal_knots(0.0, 1.0, 12, 3)
+    four = np.array([0, 10, 20, 30, 40])
+    by_gcv, _ = fit_mean(times, values, knots, 3, 2, "gcv")
+    few, _ = fit_mean(times, values, knots, 3, 2, "cv", four)
+    assert few.lam == by_gcv.lam
+    # with one observation per subject the folds hold out single points, and
+    # choose a smoothing near GCV's
+    single = np.arange(41)
+    by_cv, _ = fit_mean(times, values, knots, 3, 2, "cv", single)
+    assert 0.2 < by_cv.df / by_gcv.df < 5

@@ -88,6 +88,25 @@ def test_defaults_give_plausible_curves_on_blackmore(blackmore_split, est):
     assert _plausible(curves, visible.values)
 
 
+def test_p_spline_means_are_smoothed_over_subjects_on_clustered_ages():
+    # 90 girls of Blackmore, seen at 8, 10, 12 and later, no one in between:
+    # GCV over single observations chose a mean of 15 degrees of freedom that
+    # reached 83 (data 0-23), and every FACE and mFPCA curve followed it.
+    # Folds of whole subjects choose a smooth mean.
+    visible = split_held_out(
+        _subsample(_blackmore(), 90), 0.2, min_keep=2, random_state=12
+    )[0]
+    lo, hi = visible.values.min(), visible.values.max()
+    face = fi.FACEImputer().fit(visible)
+    assert lo <= face.mean_.min() and face.mean_.max() <= hi
+    gcv = fi.FACEImputer(lambda_mean="gcv").fit(visible)
+    assert gcv.mean_.max() > 2 * hi
+    for est in (face, fi.MFPCAImputer().fit(visible)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no implausible-curve warning
+            assert _plausible(est.transform(visible), visible.values)
+
+
 def _small_design(seed, n_subjects, max_visits):
     """Subjects with 2..max_visits visits of a random smooth curve plus noise."""
     rng = np.random.default_rng(seed)

@@ -22,6 +22,9 @@ from fdaimpute._fpca.splines import (
 
 # Eigenvalues below this share of the data's variance count as zero.
 _EIGEN_TOL = 1e-10
+#: Below this many subjects the ``"auto"`` smoothing parameters of the mean
+#: and of the covariance surface are cross-validated over subjects (GCV above).
+AUTO_CV_SUBJECTS = 1000
 # Least noise variance, as a share of the mean squared residual: keeps each
 # subject's covariance matrix well conditioned for noise-free data.
 _NOISE_FLOOR = 1e-6
@@ -43,25 +46,47 @@ def _solve(path, lam):
     return path.select() if lam == "gcv" else path.fit(float(lam))
 
 
-def fit_mean(times, values, knots, degree, order, lam):
+def fit_mean(times, values, knots, degree, order, lam, offsets=None, n_folds=5):
     """P-spline mean: B-splines on ``knots``, ``order``-th difference penalty.
+
+    ``lam`` is a number, ``"gcv"``, or ``"cv"``: ``n_folds``-fold
+    cross-validation over subjects (``offsets`` gives them; subject ``i`` is
+    in fold ``i % n_folds``), each fold's observations predicted by the fit
+    to the others'. GCV treats every observation as independent; where the
+    subjects are seen at a few shared ages, the observations of one subject
+    move together and GCV can follow them, with a mean that swings between
+    the ages no one is observed at. Holding out whole subjects does not.
+    ``"cv"`` with fewer than ``n_folds`` subjects is GCV.
 
     Returns the fit and the mean at ``times``.
     """
-    distinct, inverse, counts = np.unique(
-        times, return_inverse=True, return_counts=True
-    )
+    distinct, inverse = np.unique(times, return_inverse=True)
     b = design(distinct, knots, degree)
-    sums = np.bincount(inverse, values, minlength=distinct.size)
-    path = PenalizedPath(
-        (b.T @ b.multiply(counts[:, None])).toarray(),
-        b.T @ sums,
-        float(values @ values),
-        values.size,
-        difference_penalty(b.shape[1], order),
-    )
-    fit = _solve(path, lam)
+    penalty = difference_penalty(b.shape[1], order)
+    if lam == "cv" and offsets is not None and offsets.size - 1 >= n_folds:
+        counts = np.diff(offsets)
+        fold = np.repeat(np.arange(counts.size) % n_folds, counts)
+        folds = [
+            _mean_equations(b, inverse[fold == f], values[fold == f])
+            for f in range(n_folds)
+        ]
+        stats = _add(folds)
+        fit = PenalizedPath(*stats, penalty).fit(
+            _cross_validated_lambda(folds, penalty)
+        )
+    else:
+        path = PenalizedPath(*_mean_equations(b, inverse, values), penalty)
+        fit = _solve(path, "gcv" if lam == "cv" else lam)
     return fit, (b @ fit.coef)[inverse]
+
+
+def _mean_equations(b, rows, values):
+    """``(X^T X, X^T y, y^T y, n)`` of the mean's regression on the design
+    rows ``rows`` of ``b`` (one per observation)."""
+    counts = np.bincount(rows, minlength=b.shape[0])
+    sums = np.bincount(rows, values, minlength=b.shape[0])
+    xtx = (b.T @ b.multiply(counts[:, None])).toarray()
+    return xtx, b.T @ sums, float(values @ values), values.size
 
 
 def _normal_equations(moments, dup, diagonal):
@@ -229,7 +254,7 @@ def fit_face(times, values, offsets, time_range, options):
     degree, order = options["degree"], options["penalty_order"]
     mean_knots = equal_knots(lo, hi, options["n_basis_mean"], degree)
     mean, mean_obs = fit_mean(
-        times, values, mean_knots, degree, order, options["lambda_mean"]
+        times, values, mean_knots, degree, order, options["lambda_mean"], offsets
     )
     resid = values - mean_obs
     cov_knots = equal_knots(lo, hi, options["n_basis"], degree)
