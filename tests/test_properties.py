@@ -516,11 +516,14 @@ def test_permuting_subjects_permutes_outputs(fitted, name):
 # (bandwidth candidates, work grid, bins and the network's [0, 1] map all
 # follow the data's range), so scaled times give the same curves on the
 # scaled grid. Neural nets see float32 inputs, hence the looser tolerance.
+# FACE and mFPCA: on a few subjects the subject folds can choose the largest
+# smoothing of the surface, whose solve is ill-conditioned enough to turn the
+# rounding of the standardised times into relative changes near 1e-6.
 SCALE_RTOL = {
     "Kernel": 1e-6,
     "PACE": 1e-6,
     "MICE": 1e-6,
-    "FACE": 1e-6,
+    "FACE": 1e-5,
     "mFPCA": 1e-5,
     "VT": 1e-3,
     "SAND": 1e-3,

@@ -25,6 +25,8 @@ _EIGEN_TOL = 1e-10
 #: Below this many subjects the ``"auto"`` smoothing parameters of the mean
 #: and of the covariance surface are cross-validated over subjects (GCV above).
 AUTO_CV_SUBJECTS = 1000
+# Held-out errors within this share of the least count as equal.
+_TIE = 1e-6
 # Least noise variance, as a share of the mean squared residual: keeps each
 # subject's covariance matrix well conditioned for noise-free data.
 _NOISE_FLOOR = 1e-6
@@ -142,7 +144,12 @@ def _cross_validated_lambda(folds, penalty):
         for i, x in enumerate(logs):
             coef = path.fit(10.0**x).coef
             error[i] += held_out_error(coef, held[0], held[1], held[2])
-    return 10.0 ** logs[int(np.argmin(error))]
+    # the smoothest of the candidates within rounding of the least error: where
+    # the error is flat (every large lam leaves the unpenalised fit) the choice
+    # does not then follow rounding, e.g. of the time unit
+    least = error.min()
+    best = np.flatnonzero(error <= least + _TIE * abs(least))
+    return 10.0 ** logs[int(best[-1])]
 
 
 def fit_surface(
