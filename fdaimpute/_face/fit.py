@@ -66,8 +66,7 @@ def fit_mean(times, values, knots, degree, order, lam, offsets=None, n_folds=5):
     b = design(distinct, knots, degree)
     penalty = difference_penalty(b.shape[1], order)
     if lam == "cv" and offsets is not None and offsets.size - 1 >= n_folds:
-        counts = np.diff(offsets)
-        fold = np.repeat(np.arange(counts.size) % n_folds, counts)
+        fold = _observation_folds(offsets, n_folds)
         folds = [
             _mean_equations(b, inverse[fold == f], values[fold == f])
             for f in range(n_folds)
@@ -80,6 +79,12 @@ def fit_mean(times, values, knots, degree, order, lam, offsets=None, n_folds=5):
         path = PenalizedPath(*_mean_equations(b, inverse, values), penalty)
         fit = _solve(path, "gcv" if lam == "cv" else lam)
     return fit, (b @ fit.coef)[inverse]
+
+
+def _observation_folds(offsets, n_folds):
+    """The fold of each observation: subject ``i``'s are in fold ``i % n_folds``."""
+    counts = np.diff(offsets)
+    return np.repeat(np.arange(counts.size) % n_folds, counts)
 
 
 def _mean_equations(b, rows, values):
@@ -118,10 +123,10 @@ def _add(stats):
 
 
 def _fold_stats(times, resid, offsets, knots, degree, n_folds, dup, diagonal):
-    """Normal equations of each fold of subjects (subject ``i`` in ``i % n_folds``)."""
+    """Normal equations of each fold of subjects (see :func:`_observation_folds`)."""
     counts = np.diff(offsets)
     fold = np.arange(counts.size) % n_folds
-    obs_fold = np.repeat(fold, counts)
+    obs_fold = _observation_folds(offsets, n_folds)
     out = []
     for f in range(n_folds):
         mask = obs_fold == f
