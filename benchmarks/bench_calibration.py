@@ -6,14 +6,17 @@ subsample size ``--sizes`` (that many subjects drawn at random per split;
 ``--splits`` random splits, every subject with more than two observations
 hides 20% of them (:func:`fdaimpute.metrics.split_held_out`); each method is
 fitted on the visible observations and gives, for each hidden value, a
-prediction and a predictive standard deviation ``sqrt(sd^2 + noise_variance_)``
-(the curve's SD from ``transform(return_std=True)`` plus the measurement
-noise). With the standardised errors ``z = (y - pred) / predictive sd`` it
-reports, as mean (standard error) over splits: the coverage of the central
-50%, 80% and 95% Gaussian intervals, the worst split's 95% coverage, the
-root mean square of z (1 if calibrated) and a robust scale of z
-(1.4826 median |z|, for heavy tails). ``--plot`` draws a reliability diagram
-(observed against nominal coverage, pooled over splits, at the largest size).
+prediction and a predictive standard deviation ``sqrt(sd^2 + noise)`` (the
+curve's SD from ``transform(return_std=True)`` plus the measurement noise at
+that time, ``noise_variance_at(t)``, or ``noise_variance_`` for an imputer
+without it; rows saved without a ``"noise"`` entry, before 2026-11-28, used
+``noise_variance_`` throughout). With the standardised errors ``z = (y - pred)
+/ predictive sd`` it reports, as mean (standard error) over splits: the
+coverage of the central 50%, 80% and 95% Gaussian intervals, the worst split's
+95% coverage, the root mean square of z (1 if calibrated) and a robust scale
+of z (1.4826 median |z|, for heavy tails). ``--plot`` draws a reliability
+diagram (observed against nominal coverage, pooled over splits, at the largest
+size).
 
 Usage::
 
@@ -64,7 +67,7 @@ METHODS = {
 LEVELS = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99])
 TABLE_LEVELS = (0.5, 0.8, 0.95)
 COLUMNS = ["data", "n", "method", "50%", "80%", "95%", "worst 95%", "RMS z"]
-COLUMNS += ["robust z", "fit s"]
+COLUMNS += ["robust z", "noise", "fit s"]
 
 
 def interval_coverage(z, levels=LEVELS):
@@ -134,6 +137,8 @@ def summarize(rows):
         row["worst 95%"] = f"{cov[:, _level_index(0.95)].min():.3f}"
         for key, label in [("rms_z", "RMS z"), ("robust_z", "robust z")]:
             row[label] = "{:.2f} ({:.2f})".format(*mean_se([r[key] for r in group]))
+        noise = sorted({r.get("noise", "constant") for r in group})
+        row["noise"] = " + ".join(noise)
         row["fit s"] = f"{np.mean([r['seconds'] for r in group]):.0f}"
         out.append(row)
     return out
@@ -172,13 +177,11 @@ def one_split(name, data, size, split, args):
         if grid[0] < lo or grid[-1] > hi:
             est.set_params(extrapolate="clip")
         curves, sd = est.transform(visible, return_std=True, grid=grid)
-        z = z_scores(
-            hidden.values,
-            curves[subject, column],
-            sd[subject, column],
-            est.noise_variance_,
-        )
+        at = getattr(est, "noise_variance_at", None)
+        noise = est.noise_variance_ if at is None else np.asarray(at(hidden.times))
+        z = z_scores(hidden.values, curves[subject, column], sd[subject, column], noise)
         row = {"data": name, "size": size, "n": len(data), "method": method}
+        row["noise"] = "constant" if at is None else "time"
         row.update(split=split, seconds=seconds, **split_score(z))
         out.append(row)
         print(
@@ -296,9 +299,12 @@ def main(argv=None):
             "Are the bands of `transform(return_std=True)` honest on real data? "
             "Each subject hides 20% of its observations (at least one, two kept); "
             "each method fits on the rest and predicts each hidden value with the "
-            "predictive SD `sqrt(sd^2 + noise_variance_)` (curve uncertainty plus "
-            "measurement noise). With `z = (y - pred) / predictive SD`: coverage of "
-            "the central 50/80/95% Gaussian intervals, the worst split's 95% "
+            "predictive SD `sqrt(sd^2 + noise)` (curve uncertainty plus "
+            "measurement noise; `noise`: `time` for the noise at the point's time, "
+            "`noise_variance_at(t)`, `constant` for `noise_variance_` at every "
+            "time, as rows saved before 2026-11-28 used). With "
+            "`z = (y - pred) / predictive SD`: coverage of the central 50/80/95% "
+            "Gaussian intervals, the worst split's 95% "
             "coverage, `RMS z` (root mean square of z, 1 if calibrated) and "
             "`robust z` (1.4826 median |z|, insensitive to the heavy tails of the "
             "electricity data); mean (SE) over random splits. Targets: 95% "

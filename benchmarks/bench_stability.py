@@ -22,7 +22,9 @@ imputer:
   prediction interval ``pred +- 1.96 sqrt(sd^2 + noise)`` (the curve's SD
   from ``transform(return_std=True)`` plus the measurement noise at that
   time), pooled over splits and seeds, in the first, middle and last third
-  of the time range;
+  of the time range; in brackets the pooled number of hidden points, the
+  distinct observations among them (the splits overlap) and how many of
+  those fell outside their interval in some fit;
 - ``fit s``: mean seconds per fit.
 
 A line per data set gives the best of PACE, FACE, mFPCA and Kernel and the
@@ -40,6 +42,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 import numbers
@@ -169,6 +172,11 @@ def one_fit(name, seed, visible, hidden, rows):
         third = thirds(hidden.times, (lo, hi))
         row["hits"] = np.bincount(third, inside, minlength=3).tolist()
         row["count"] = np.bincount(third, minlength=3).tolist()
+        ids = np.asarray(hidden.ids)[subject]
+        row["missed"] = [
+            [str(i), float(t), int(j)]
+            for i, t, j in zip(ids[~inside], hidden.times[~inside], third[~inside])
+        ]
     return row
 
 
@@ -238,8 +246,14 @@ def summarize(rows):
             hits = np.sum([r["hits"] for r in with_bands], axis=0)
             count = np.sum([r["count"] for r in with_bands], axis=0)
             cover = hits / np.maximum(count, 1)
-            for label, value, n_points in zip(("early", "mid", "late"), cover, count):
-                row[f"cover {label}"] = f"{value:.3f} ({n_points})"
+            cells = zip(("early", "mid", "late"), cover, count)
+            distinct = distinct_hidden(name, sorted({r["split"] for r in group}))
+            missed = distinct_missed(with_bands)
+            for j, (label, value, n_points) in enumerate(cells):
+                cell = f"{value:.3f} ({n_points}"
+                if missed is not None:
+                    cell += f"; {distinct[j]}, {missed[j]} missed"
+                row[f"cover {label}"] = cell + ")"
         table.append(row)
         best.setdefault(name, {})[method] = rel.mean()
     lines, ratios = [], {}
@@ -267,6 +281,38 @@ def summarize(rows):
             f"largest {r.max():.3f}, within 2% on {int(np.sum(r <= 1.02))}"
         )
     return table, lines
+
+
+@functools.cache
+def _hidden_keys(name, split):
+    """``(id, time)`` of each point a split hides, by third of its visible range."""
+    data = {**DATASETS, **LARGE_DATASETS}[name]()
+    visible, hidden, _ = split_held_out(data, 0.2, min_keep=2, random_state=split)
+    third = thirds(hidden.times, (visible.times.min(), visible.times.max()))
+    ids = np.repeat(np.asarray(hidden.ids), hidden.n_obs)
+    return [set(zip(ids[third == j], hidden.times[third == j])) for j in range(3)]
+
+
+def distinct_hidden(name, splits):
+    """Distinct observations hidden by any of ``splits``, per third.
+
+    The splits hide overlapping points: the pooled count overstates how many
+    observations a coverage cell rests on.
+    """
+    keys = [_hidden_keys(name, split) for split in splits]
+    return [len(set().union(*(k[j] for k in keys))) for j in range(3)]
+
+
+def distinct_missed(rows):
+    """Distinct observations outside their interval in any of ``rows``, per
+    third (None for rows saved before misses were recorded)."""
+    if any("missed" not in r for r in rows):
+        return None
+    keys = [set() for _ in range(3)]
+    for r in rows:
+        for i, t, j in r["missed"]:
+            keys[j].add((i, t))
+    return [len(k) for k in keys]
 
 
 def split_ratio_se(groups, name, method, reference):

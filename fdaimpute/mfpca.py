@@ -70,9 +70,10 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         the other sizes (the smaller ones, below 6 one B-spline fewer at a
         time down to ``degree + 1``, and the larger ones the design sees)
         and their ranks are tried in the order of the criterion, at most
-        six, and the first that gives none is kept (if none does, the one
-        whose worst curve leaves the range least). When another size or rank
-        is kept, ``bic_`` holds its BIC alone.
+        six, then the rank-one fits of those sizes, and the first that gives
+        none is kept (if none does, the one whose worst curve leaves the
+        range least). When another size or rank is kept, ``bic_`` holds its
+        BIC alone.
     n_basis_mean : int, default=20
         B-splines of the mean (a P-spline, its smoothing chosen as
         FACE's ``lambda_mean="auto"``: over subjects below 1,000 of them).
@@ -245,7 +246,8 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         A basis whose fit swings far outside the data for some training
         subject (late in the range, where few are observed) gives way to the
         other sizes and ranks in the order of their criterion, at most
-        ``_PLAUSIBLE_TRIES`` of them (see
+        ``_PLAUSIBLE_TRIES`` of them, then to the rank-one fits of the other
+        sizes, the most constrained models (see
         :meth:`~fdaimpute.base.BaseImputer._refit_while_implausible`).
         """
         chosen = (self.n_basis_, self.n_components_)
@@ -258,7 +260,9 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
                 )
             table.update({(size, k): c[column] for k, c in fit.criteria.items()})
         table.pop(chosen, None)
-        pairs = sorted(table, key=table.get)[:_PLAUSIBLE_TRIES]
+        ranked = sorted(table, key=table.get)
+        pairs = ranked[:_PLAUSIBLE_TRIES]
+        pairs += [pair for pair in ranked[_PLAUSIBLE_TRIES:] if pair[1] == 1]
         self._refit_while_implausible(
             data,
             (

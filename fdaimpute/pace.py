@@ -255,9 +255,10 @@ default="cv"
     and of the model's own error; the held-out points weigh both (see
     ``fdaimpute/_fpca/heldout.py``). A band for a new observation adds
     ``noise_variance_``. Where the held-out points show the predictive
-    variance changing over the time range (a likelihood-ratio test over a
-    factor linear between the start, middle and end of the range), both the
-    curve's variance and the noise variance follow that factor
+    variance changing over the time range (a factor per third of the range
+    that brings their 95% quantile of ``|z|`` to the Gaussian value, shrunk
+    towards 1 where they are few, linear in time between the thirds'
+    centres), both the curve's variance and the noise variance follow it
     (``cv_results_["band_profile"]``; ``noise_variance_at``). With
     ``fdapace_compat`` the SD is the posterior SD of the ``K`` scores alone.
 

@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 import fdaimpute as fi
-from fdaimpute._fpca.heldout import calibrate_bands, one_standard_error_k
+from fdaimpute._fpca.heldout import (
+    band_profile,
+    calibrate_bands,
+    one_standard_error_k,
+)
 from fdaimpute._fpca.scores import posterior_scores, truncated_error_variance
 from fdaimpute.simulate import BasisProcess, sample
 
@@ -93,6 +97,35 @@ def test_calibrate_bands_recovers_a_missing_variance():
     )
     assert weight == 1.0  # nothing left out
     assert 0.35 < misfit < 0.7
+
+
+def _profile_of(counts, true_factor, seed):
+    """``band_profile``'s factor for standard normal z scaled by ``true_factor``
+    in each third of [0, 3] (``counts`` hidden points there)."""
+    rng = np.random.default_rng(seed)
+    third = np.repeat(np.arange(3), counts)
+    times = third + rng.uniform(size=third.size)
+    resid = rng.normal(size=third.size) * np.sqrt(np.asarray(true_factor)[third])
+    return band_profile(times, resid, np.ones(third.size), (0.0, 3.0))[1]
+
+
+def test_band_profile_follows_a_variance_that_grows_over_time():
+    # factor 0.25 -> 1 -> 4 over the range: each third's estimate is shrunk
+    # towards 1 by n / (n + 50), so 0.25 ** (300 / 350) and 4 ** (100 / 150)
+    factors = np.array(
+        [_profile_of([300, 200, 100], [0.25, 1.0, 4.0], s) for s in range(8)]
+    )
+    early, mid, late = np.exp(np.log(factors).mean(axis=0))
+    assert 0.25 < early < 0.4 and 0.8 < mid < 1.25 and 2.0 < late < 3.2
+
+
+def test_band_profile_is_flat_without_a_trend():
+    factors = np.array([_profile_of([300, 200, 30], [1, 1, 1], s) for s in range(8)])
+    assert np.all(np.abs(np.log(factors).mean(axis=0)) < 0.15)
+
+
+def test_band_profile_needs_points_in_every_third():
+    assert np.all(_profile_of([300, 200, 10], [0.25, 1.0, 4.0], 0) == 1.0)
 
 
 def test_one_standard_error_rule_prefers_the_smaller_k_within_noise():

@@ -107,6 +107,21 @@ def test_p_spline_means_are_smoothed_over_subjects_on_clustered_ages():
             assert _plausible(est.transform(visible), visible.values)
 
 
+def test_mfpca_falls_back_to_rank_one_before_an_absurd_curve():
+    # 90 of pbcseq's patients, split 6 of the stability benchmark: every one of
+    # the six next-best basis sizes and ranks left some patient's log
+    # bilirubin above the widened range (about 6.4, data to 3.7) after the
+    # last visit; the rank-one fits come next and one of them stays inside.
+    visible = split_held_out(
+        _subsample(_pbcseq(), 90), 0.2, min_keep=2, random_state=6
+    )[0]
+    est = fi.MFPCAImputer().fit(visible)
+    assert est.n_components_ == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no implausible-curve warning
+        assert _plausible(est.transform(visible), visible.values)
+
+
 def _small_design(seed, n_subjects, max_visits):
     """Subjects with 2..max_visits visits of a random smooth curve plus noise."""
     rng = np.random.default_rng(seed)
