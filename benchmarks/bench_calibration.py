@@ -41,6 +41,7 @@ from scipy.stats import norm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import DOC, machine, markdown_table, write_section  # noqa: E402
+from bench_stability import observation_noise  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 from fdaimpute.metrics import split_held_out  # noqa: E402
@@ -177,11 +178,10 @@ def one_split(name, data, size, split, args):
         if grid[0] < lo or grid[-1] > hi:
             est.set_params(extrapolate="clip")
         curves, sd = est.transform(visible, return_std=True, grid=grid)
-        at = getattr(est, "noise_variance_at", None)
-        noise = est.noise_variance_ if at is None else np.asarray(at(hidden.times))
+        noise = observation_noise(est, hidden.times)
         z = z_scores(hidden.values, curves[subject, column], sd[subject, column], noise)
         row = {"data": name, "size": size, "n": len(data), "method": method}
-        row["noise"] = "constant" if at is None else "time"
+        row["noise"] = "time" if hasattr(est, "noise_variance_at") else "constant"
         row.update(split=split, seconds=seconds, **split_score(z))
         out.append(row)
         print(

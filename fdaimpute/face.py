@@ -9,7 +9,7 @@ import numpy as np
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import Interval, Options
 from fdaimpute._core.validation import check_spread_over_time
-from fdaimpute._face.fit import AUTO_CV_SUBJECTS, fit_face
+from fdaimpute._face.fit import fit_face, resolve_auto
 from fdaimpute._fpca.spline_bands import held_out_bands
 from fdaimpute._fpca.spline_predict import SplineModelPredictor
 from fdaimpute._fpca.splines import check_basis_sizes
@@ -259,10 +259,8 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
         self._check_combination()
         check_spread_over_time(data.time_range, "cannot fit a curve")
         options = {name: getattr(self, name) for name in _OPTIONS}
-        small = len(data) < AUTO_CV_SUBJECTS
         for name in ("lambda_mean", "lambda_cov"):
-            if options[name] == "auto":
-                options[name] = "cv" if small else "gcv"
+            options[name] = resolve_auto(options[name], len(data))
         times, values = self._standardise(data)
         scaled = (times, values, data.offsets, (0.0, 1.0))
         self._fit_model(data, scaled, options)

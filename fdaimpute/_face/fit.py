@@ -44,6 +44,17 @@ class FACEFit:
     fve: np.ndarray
 
 
+def resolve_auto(lam, n_subjects):
+    """A smoothing rule ``"auto"`` made concrete for ``n_subjects`` subjects.
+
+    ``"cv"`` (folds of subjects) below ``AUTO_CV_SUBJECTS`` subjects,
+    ``"gcv"`` from there on; any other ``lam`` is returned as it is.
+    """
+    if lam != "auto":
+        return lam
+    return "cv" if n_subjects < AUTO_CV_SUBJECTS else "gcv"
+
+
 def _solve(path, lam):
     return path.select() if lam == "gcv" else path.fit(float(lam))
 
@@ -73,7 +84,7 @@ def fit_mean(times, values, knots, degree, order, lam, offsets=None, n_folds=5):
         ]
         stats = _add(folds)
         fit = PenalizedPath(*stats, penalty).fit(
-            _cross_validated_lambda(folds, penalty)
+            _cross_validated_lambda(folds, stats, penalty)
         )
     else:
         path = PenalizedPath(*_mean_equations(b, inverse, values), penalty)
@@ -136,9 +147,11 @@ def _fold_stats(times, resid, offsets, knots, degree, n_folds, dup, diagonal):
     return out
 
 
-def _cross_validated_lambda(folds, penalty):
-    """``lam`` minimising the held-out squared error of the folds' raw covariances."""
-    total = _add(folds)
+def _cross_validated_lambda(folds, total, penalty):
+    """``lam`` minimising the held-out squared error of the ``folds``' data.
+
+    ``total`` is the folds' statistics summed (:func:`_add`).
+    """
     logs, error = None, None
     for held in folds:
         rest = [t - h for t, h in zip(total, held)]
@@ -202,7 +215,7 @@ def fit_surface(
         )
     path = PenalizedPath(*stats, penalty)
     if use_cv:
-        fit = path.fit(_cross_validated_lambda(folds, penalty))
+        fit = path.fit(_cross_validated_lambda(folds, stats, penalty))
     elif isinstance(lam, str):
         fit = path.select()
     else:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import eigh
 
-from fdaimpute._face.fit import AUTO_CV_SUBJECTS, fit_mean, fit_surface
+from fdaimpute._face.fit import fit_mean, fit_surface, resolve_auto
 from fdaimpute._face.fit import noise_variance as surface_noise
 from fdaimpute._fpca.spline_model import FACEModel
 from fdaimpute._fpca.splines import equal_knots
@@ -206,7 +206,7 @@ def fit_mfpca(times, values, offsets, time_range, options):
     lo, hi = time_range
     degree = options["degree"]
     mean_knots = equal_knots(lo, hi, options["n_basis_mean"], degree)
-    rule = "cv" if offsets.size - 1 < AUTO_CV_SUBJECTS else "gcv"
+    rule = resolve_auto("auto", offsets.size - 1)
     mean, mean_obs = fit_mean(times, values, mean_knots, degree, 2, rule, offsets)
     resid = values - mean_obs
     sizes = _AUTO_SIZES if options["n_basis"] == "auto" else (options["n_basis"],)
