@@ -37,6 +37,7 @@ Usage::
     python benchmarks/bench_stability.py --datasets blackmore --seeds 5
     python benchmarks/bench_stability.py --seeds 20 --save-rows a.json
     python benchmarks/bench_stability.py --load-rows a.json b.json --write
+    python benchmarks/bench_stability.py --load-rows b.json --compare-rows a.json
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import numbers
 import sys
 import time
 import warnings
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -315,6 +317,24 @@ def distinct_missed(rows):
     return [len(k) for k in keys]
 
 
+def moved_fits(earlier, rows, rtol=1e-9):
+    """Lines naming the fits of ``rows`` whose held-out RMSE differs from the
+    same fit (data, method, split, seed) in ``earlier`` by more than ``rtol``."""
+    key = itemgetter("data", "method", "split", "seed")
+    before = {key(r): r["rmse"] for r in earlier}
+    out = []
+    for r in rows:
+        old = before.get(key(r))
+        if old is not None and abs(r["rmse"] / old - 1) > rtol:
+            data, method, split, seed = key(r)
+            out.append(
+                f"- {data} {method} split {split} seed {seed}: RMSE {old:.4f} -> "
+                f"{r['rmse']:.4f} ({r['rmse'] / old:.3f} x)"
+            )
+    same = sum(key(r) in before for r in rows) - len(out)
+    return out + [f"- {same} other fits within {rtol:g} of the earlier rows"]
+
+
 def split_ratio_se(groups, name, method, reference):
     """Standard error over splits of ``method``'s RMSE over ``reference``'s.
 
@@ -381,6 +401,11 @@ def main(argv=None):
         "--title", default="Stability of single fits on small real data"
     )
     parser.add_argument("--note", default="", help="a line to add under the table")
+    parser.add_argument(
+        "--compare-rows",
+        nargs="+",
+        help="earlier rows: print the fits whose held-out RMSE moved since",
+    )
     args = parser.parse_args(argv)
     if args.load_rows:
         rows = [
@@ -392,6 +417,11 @@ def main(argv=None):
             rows += run_dataset(name, args)
             if args.save_rows:
                 Path(args.save_rows).write_text(json.dumps(rows))
+    if args.compare_rows:
+        earlier = [
+            r for path in args.compare_rows for r in json.loads(Path(path).read_text())
+        ]
+        print("\n".join(moved_fits(earlier, rows)) + "\n")
     table, lines = summarize(rows)
     text = markdown_table(table, COLUMNS) + "\n\n" + "\n".join(lines)
     print(text)
