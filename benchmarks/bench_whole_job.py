@@ -79,6 +79,24 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
+def optional_packages(python):
+    """Which of the packages scikit-learn imports when present ``python`` has.
+
+    scikit-learn imports pandas at its own import where pandas is installed,
+    and pandas imports pyarrow where that is: both add to the start-up of
+    every fdaimpute command.
+    """
+    probe = (
+        "import importlib.util as u; print(', '.join("
+        'f\'{m} {"installed" if u.find_spec(m) else "absent"}\' '
+        "for m in ('pandas', 'pyarrow')))"
+    )
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"--python {python} does not run: {done.stderr[-500:]}")
+    return done.stdout.strip()
+
+
 def run_process(command, workdir):
     """Wall seconds and peak resident MiB of one process."""
     rss = Path(workdir) / "maxrss.txt"
@@ -95,8 +113,8 @@ def run_process(command, workdir):
     return seconds, int(rss.read_text()) / 1024
 
 
-def fdaimpute_command(data, out, timings):
-    return [sys.executable, "-m", "fdaimpute", "impute", str(data), "-o", str(out)] + [
+def fdaimpute_command(python, data, out, timings):
+    return [python, "-m", "fdaimpute", "impute", str(data), "-o", str(out)] + [
         "--method",
         "pace",
         "--grid",
@@ -172,7 +190,7 @@ def run_sparsity(sparsity, args, workdir, rscript):
             out.unlink(missing_ok=True)
             timings = Path(workdir) / "timings.json"
             if tool == "fdaimpute":
-                command = fdaimpute_command(path, out, timings)
+                command = fdaimpute_command(args.python, path, out, timings)
             else:
                 command = [
                     rscript,
@@ -230,7 +248,19 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save-rows", dest="save_rows")
     parser.add_argument("--write", action="store_true")
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter that runs fdaimpute (default: this one), e.g. "
+        "that of a venv with the README's install (pandas, no pyarrow)",
+    )
+    parser.add_argument(
+        "--label",
+        help="a name for this installation: the section written is "
+        "'whole-job-LABEL' instead of 'whole-job'",
+    )
     args = parser.parse_args(argv)
+    installed = optional_packages(args.python)
     rscript = shutil.which("Rscript")
     if rscript is not None:
         check = subprocess.run(
@@ -242,6 +272,7 @@ def main(argv=None):
     else:
         print("Rscript not found: fdapace's columns stay empty (see the docstring)")
     print(machine())
+    print(f"fdaimpute runs under {args.python} ({installed})")
     load_before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
@@ -275,6 +306,7 @@ def main(argv=None):
                     "command": " ".join(sys.argv),
                     "machine": machine(),
                     "load": load,
+                    "fdaimpute's interpreter": f"{args.python} ({installed})",
                     "rows": rows,
                 },
                 indent=1,
@@ -290,13 +322,16 @@ def main(argv=None):
             "multiple of the oracle's. `fdapace / fdaimpute` is the ratio of the "
             "medians, `paired ratio` the median over the runs of each fdapace "
             "run's time over the fdaimpute run just before it. Machine load: "
-            f"{load}.\n\n" + table + "\n\n"
+            f"{load}. fdaimpute's interpreter: {installed}.\n\n" + table + "\n\n"
             "fdaimpute's time by phase (median seconds; `--timings` of the "
             "command; start-up is the process's wall time less the command's "
             "own: the interpreter, `import fdaimpute.cli` and exit; import is "
             "the method's module):\n\n" + phase_text + "\n"
         )
-        write_section("whole-job", "The whole job against fdapace", body)
+        name, title = "whole-job", "The whole job against fdapace"
+        if args.label:
+            name, title = f"{name}-{args.label}", f"{title} ({args.label})"
+        write_section(name, title, body)
     return rows
 
 
