@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.interpolate import CubicSpline
+from scipy.linalg import solve_banded
 
 
 def grid_segments(grid, times, counts):
@@ -141,3 +142,58 @@ def spline_columns(grid, columns, times, derivative=False):
     if np.ndim(columns) > 1:
         keep = keep[:, None]
     return np.where(keep, spline(inside, 1), 0.0)
+
+
+def fmm_spline(x, y, times):
+    """Interpolating cubic spline with Forsythe, Malcolm & Moler's end conditions.
+
+    At each end the spline's third derivative is that of the cubic through
+    the four nearest points (six times their third divided difference), so
+    four points give that cubic itself and three the parabola through them;
+    two give the line. This is R's ``spline(method = "fmm")``, its default,
+    which fdapace uses to put the mean on its work grid; scipy's
+    ``CubicSpline`` ends differ ("not-a-knot").
+
+    Parameters
+    ----------
+    x : ndarray of shape (m,)
+        Increasing knots, ``m >= 2``.
+    y : ndarray of shape (m,)
+        Values at the knots.
+    times : ndarray
+        Query times (within ``[x[0], x[-1]]``).
+
+    Returns
+    -------
+    ndarray of the shape of ``times``
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.size < 3:
+        return np.interp(times, x, y)
+    h = np.diff(x)
+    slopes = np.diff(y) / h
+
+    def third_difference(i):
+        # the third divided difference of the points i .. i + 3
+        second = np.diff(slopes[i : i + 3]) / (x[i + 2 : i + 4] - x[i : i + 2])
+        return (second[1] - second[0]) / (x[i + 3] - x[i])
+
+    m = x.size
+    # banded system for the second derivatives M: rows 0 and m - 1 are the
+    # end conditions (M1 - M0) / h0 = 6 D0, interior rows the continuity of
+    # the first derivative
+    bands = np.zeros((3, m))
+    rhs = np.zeros(m)
+    bands[1, 1:-1] = 2.0 * (h[:-1] + h[1:])
+    bands[0, 2:] = h[1:]
+    bands[2, :-2] = h[:-1]
+    rhs[1:-1] = 6.0 * np.diff(slopes)
+    bands[1, 0], bands[0, 1] = -1.0 / h[0], 1.0 / h[0]
+    bands[1, -1], bands[2, -2] = 1.0 / h[-1], -1.0 / h[-1]
+    if m > 3:
+        rhs[0] = 6.0 * third_difference(0)
+        rhs[-1] = 6.0 * third_difference(m - 4)
+    second = solve_banded((1, 1), bands, rhs)
+    spline = CubicSpline(x, y, bc_type=((2, second[0]), (2, second[-1])))
+    return spline(np.asarray(times, dtype=np.float64))

@@ -20,12 +20,12 @@ off the work grid             cubic spline, mean exact    linear interpolation
 from __future__ import annotations
 
 import numpy as np
-from scipy.interpolate import CubicSpline
 
 from fdaimpute._core.timing import phase
 from fdaimpute._fpca.eigen import eigen_analysis, orient_by_mean, orient_by_peak
 from fdaimpute._fpca.scores import posterior_scores, truncated_error_variance
 from fdaimpute._numerics.interpolate import (
+    fmm_spline,
     interpolate_shared,
     slope_shared,
     spline_columns,
@@ -385,9 +385,14 @@ class FdapaceNumerics(_Numerics):
         )
 
     def mean_on_work_grid(self, pooled):
-        """With exact bins, a cubic spline of the mean at the distinct times."""
+        """With exact bins, R's cubic spline of the mean at the distinct times.
+
+        fdapace returns its mean on the work grid as ``spline()`` of the mean
+        at the observation times (Forsythe, Malcolm & Moler's end
+        conditions, not scipy's not-a-knot ends).
+        """
         if pooled.bins.exact:
-            return CubicSpline(pooled.bins.centres, pooled.mean_at_bins)(self.work_grid)
+            return fmm_spline(pooled.bins.centres, pooled.mean_at_bins, self.work_grid)
         return super().mean_on_work_grid(pooled)
 
     def orient(self, phi, mean_work):
