@@ -94,9 +94,10 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
         far outside the data), which the subject folds do not. A chosen
         value (by either rule) that still gives some training subject a
         curve leaving the data's range widened by half of it (the warning
-        of ``transform``) gives way to 10, 100 or 1,000 times it, the first
-        that gives none (if none does, the one whose worst curve leaves the
-        range least).
+        of ``transform``) gives way to 10, 100 or 1,000 times it, then to
+        itself with fewer components (down to one), the first that gives
+        none (if none does, the one whose worst curve leaves the range
+        least).
     n_components : int or "fve", default="fve"
         Number of components ``K`` of the predictor, or the fewest whose
         fraction of variance explained reaches ``fve_threshold``.
@@ -266,17 +267,21 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
         self._fit_model(data, scaled, options)
         if isinstance(options["lambda_cov"], str) and self._excursion(data):
             # a surface that takes some training subject's curve far outside
-            # the data gives way to smoother ones
-            smoother = dict(options, lambda_mean=self.lambda_mean_)
+            # the data gives way to smoother ones, then the chosen surface to
+            # fewer components (where the smoothest surfaces are nearly
+            # bilinear, their linear components extrapolate a subject's trend)
+            chosen = dict(
+                options, lambda_mean=self.lambda_mean_, lambda_cov=self.lambda_cov_
+            )
             lambdas = self.lambda_cov_ * _SMOOTHER_STEP ** np.arange(1, 4)
+            tries = [dict(chosen, lambda_cov=lam) for lam in lambdas]
+            tries += [
+                dict(chosen, n_components=k)
+                for k in range(self.n_components_ - 1, 0, -1)
+            ]
             self._refit_while_implausible(
                 data,
-                (
-                    partial(
-                        self._fit_model, data, scaled, dict(smoother, lambda_cov=lam)
-                    )
-                    for lam in lambdas
-                ),
+                (partial(self._fit_model, data, scaled, tried) for tried in tries),
             )
 
     def _fit_model(self, data, scaled, options):

@@ -108,6 +108,28 @@ def test_penalized_path_matches_a_direct_solve_and_gcv():
     assert chosen.gcv <= min(path.criterion(v) for v in np.logspace(-4, 4, 41))
 
 
+@pytest.mark.parametrize("lam", [1e-3, 1.0, 1e3])
+def test_penalized_path_is_exact_where_the_data_leave_coefficients_free(lam):
+    # twelve of twenty coefficients have no data (X^T X of rank 8): the
+    # penalty alone determines them. A factor of X^T X alone (plus a tiny
+    # ridge) made these fits follow the rounding of the BLAS, so that FACE's
+    # surface changed with the machine's processor
+    rng = np.random.default_rng(2)
+    x = np.zeros((60, 20))
+    x[:, :8] = rng.normal(size=(60, 8))
+    y = rng.normal(size=60)
+    penalty = difference_penalty(20, 2)
+    path = PenalizedPath(x.T @ x, x.T @ y, y @ y, 60, penalty)
+    system = x.T @ x + lam * penalty
+    direct = np.linalg.solve(system, x.T @ y)
+    hat = x @ np.linalg.solve(system, x.T)
+    fit = path.fit(lam)
+    np.testing.assert_allclose(fit.coef, direct, rtol=1e-9, atol=1e-12)
+    assert fit.df == pytest.approx(np.trace(hat), rel=1e-10)
+    rss = np.sum((y - hat @ y) ** 2)
+    assert fit.gcv == pytest.approx(60 * rss / (60 - np.trace(hat)) ** 2, rel=1e-10)
+
+
 def test_recovers_a_known_low_rank_covariance(low_rank):
     sim, face = low_rank
     truth = sim.process.covariance(sim.grid, sim.grid)

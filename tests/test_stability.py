@@ -586,16 +586,20 @@ def test_pace_gives_way_to_the_next_best_bandwidths_when_a_curve_is_absurd():
     assert all(score[pair] <= kept for pair in passed[1:])
 
 
-def test_face_gives_way_to_a_smoother_surface_when_a_curve_is_absurd():
+def test_face_gives_way_to_fewer_components_when_a_curve_is_absurd():
     # 50 UK households with 8-12 readings, the stability benchmark's split 3:
-    # the lambda_cov chosen by subject folds took a household whose readings
-    # fell from 3.1 to 0.1 to -1.9 (readings: 0 to 3.6); ten times that
-    # smoothing keeps every training curve inside the widened range.
+    # subject folds choose the smoothest surface (nearly bilinear), whose two
+    # components extrapolate one household's falling readings to -1.84 inside
+    # the time range (the widened range ends at -1.79); smoother surfaces
+    # keep it there, one component does not
     small = _subsample(fi.datasets.load_uk_electricity("sparse").data, 50)
     visible, _, _ = split_held_out(small, 0.2, min_keep=2, random_state=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         face = fi.FACEImputer().fit(visible)
-        chosen = fi.FACEImputer(lambda_cov=face.lambda_cov_ / 10).fit(visible)
+        chosen = fi.FACEImputer(
+            lambda_cov=face.lambda_cov_, lambda_mean=face.lambda_mean_
+        ).fit(visible)
     assert not face._excursion(visible)
+    assert face.n_components_ == 1 < chosen.n_components_
     assert chosen._excursion(visible)

@@ -1,16 +1,22 @@
 """Penalised least squares from sufficient statistics, with a closed-form GCV path.
 
 The fit minimises ``|y - X beta|^2 + lam beta^T P beta`` given only
-``X^T X``, ``X^T y``, ``y^T y`` and the number of rows ``n``. With
-``X^T X = R^T R`` (Cholesky) and ``R^-T P R^-1 = U diag(s) U^T``, every
-quantity of the fit at ``lam`` is a sum over the ``p`` eigenvalues:
+``X^T X``, ``X^T y``, ``y^T y`` and the number of rows ``n``. Both matrices
+are diagonalised at once: with ``X^T X + kappa P = R^T R`` (Cholesky) and
+``R^-T X^T X R^-1 = U diag(m) U^T`` (``0 <= m <= 1``, and then
+``R^-T kappa P R^-1 = U diag(1 - m) U^T``), every quantity of the fit at
+``lam`` is a sum over the ``p`` directions, with ``d = m + (lam / kappa) (1 - m)``:
 
-    beta = R^-1 U (f / (1 + lam s)),  f = U^T R^-T X^T y,
-    RSS  = y^T y - 2 sum f^2 / (1 + lam s) + sum f^2 / (1 + lam s)^2,
-    df   = sum 1 / (1 + lam s),
+    beta = R^-1 U (f / d),  f = U^T R^-T X^T y,
+    RSS  = y^T y - 2 sum f^2 / d + sum m f^2 / d^2,
+    df   = sum m / d,
 
 so one ``O(p^3)`` decomposition serves every candidate ``lam`` at ``O(p)``
-each, whatever ``n`` is (Xiao et al., 2018, section 3).
+each, whatever ``n`` is (Xiao et al., 2018, section 3). Factoring
+``X^T X + kappa P`` rather than ``X^T X`` alone keeps the decomposition
+well conditioned where the data leave coefficients undetermined (a
+tensor-product surface on a few subjects' times): a factor of a nearly
+singular ``X^T X`` made the fit follow the rounding of the machine's BLAS.
 """
 
 from __future__ import annotations
@@ -21,8 +27,8 @@ import numpy as np
 from scipy.linalg import cho_factor, eigh, solve_triangular
 from scipy.optimize import minimize_scalar
 
-# Relative ridge making X^T X positive definite where the data do not
-# determine some coefficients (the penalty then decides them).
+# Relative ridge making X^T X + kappa P positive definite where neither the
+# data nor the penalty determine some coefficients (only then).
 _RIDGE = 1e-10
 # Candidate log10(lam), relative to trace(X^T X) / trace(P).
 _LOG_RANGE = (-10.0, 8.0)
@@ -67,38 +73,47 @@ class PenalizedPath:
     def __init__(self, xtx, xty, yty, n, penalty):
         p = xtx.shape[0]
         scale = max(np.trace(xtx) / p, np.finfo(float).tiny)
-        factor, _ = cho_factor(xtx + _RIDGE * scale * np.eye(p), lower=False)
+        self._kappa = scale / max(np.trace(penalty) / p, np.finfo(float).tiny)
+        both = xtx + self._kappa * penalty
+        try:
+            factor, _ = cho_factor(both, lower=False)
+        except np.linalg.LinAlgError:
+            factor, _ = cho_factor(both + _RIDGE * scale * np.eye(p), lower=False)
         self._r = np.triu(factor)
-        left = solve_triangular(self._r, penalty, trans="T")
+        left = solve_triangular(self._r, xtx, trans="T")
         inner = solve_triangular(self._r, left.T, trans="T")
-        s, self._u = eigh((inner + inner.T) / 2)
-        self._s = np.clip(s, 0.0, None)
+        m, self._u = eigh((inner + inner.T) / 2)
+        self._m = np.clip(m, 0.0, 1.0)
         self._f = self._u.T @ solve_triangular(self._r, xty, trans="T")
         self._yty, self._n = float(yty), float(n)
-        self._scale = scale / max(np.trace(penalty) / p, np.finfo(float).tiny)
 
-    def _shrink(self, lam):
-        return 1.0 / (1.0 + lam * self._s)
+    def _terms(self, lam):
+        """``f / d`` and ``m / d`` of each direction at ``lam``."""
+        d = self._m + (lam / self._kappa) * (1.0 - self._m)
+        d = np.maximum(d, np.finfo(float).tiny)
+        return self._f / d, self._m / d
+
+    def _rss_df(self, lam):
+        gamma, shrink = self._terms(lam)
+        rss = self._yty - 2.0 * self._f @ gamma + (self._m * gamma) @ gamma
+        return rss, shrink.sum()
 
     def criterion(self, lam):
         """GCV ``n RSS / (n - df)^2`` at ``lam`` (``inf`` where ``df >= n``)."""
-        shrink = self._shrink(lam)
-        f2 = self._f**2
-        rss = self._yty - 2.0 * f2 @ shrink + f2 @ shrink**2
-        df = shrink.sum()
+        rss, df = self._rss_df(lam)
         if df >= self._n:
             return np.inf
         return self._n * max(rss, 0.0) / (self._n - df) ** 2
 
     def fit(self, lam):
         """The fit at a given ``lam``."""
-        shrink = self._shrink(lam)
-        coef = solve_triangular(self._r, self._u @ (self._f * shrink))
+        gamma, shrink = self._terms(lam)
+        coef = solve_triangular(self._r, self._u @ gamma)
         return PenalizedFit(coef, float(lam), float(shrink.sum()), self.criterion(lam))
 
     def candidates(self):
         """The grid of ``log10(lam)`` searched by :meth:`select`."""
-        return np.log10(self._scale) + np.linspace(*_LOG_RANGE, _N_GRID)
+        return np.log10(self._kappa) + np.linspace(*_LOG_RANGE, _N_GRID)
 
     def select(self):
         """The fit at the ``lam`` minimising GCV (grid search, then refined)."""
