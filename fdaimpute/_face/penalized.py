@@ -93,23 +93,24 @@ class PenalizedPath:
         d = np.maximum(d, np.finfo(float).tiny)
         return self._f / d, self._m / d
 
-    def _rss_df(self, lam):
-        gamma, shrink = self._terms(lam)
+    def _gcv(self, gamma, df):
+        """GCV of the fit with direction coefficients ``gamma`` and ``df``."""
+        if df >= self._n:
+            return np.inf
         rss = self._yty - 2.0 * self._f @ gamma + (self._m * gamma) @ gamma
-        return rss, shrink.sum()
+        return self._n * max(rss, 0.0) / (self._n - df) ** 2
 
     def criterion(self, lam):
         """GCV ``n RSS / (n - df)^2`` at ``lam`` (``inf`` where ``df >= n``)."""
-        rss, df = self._rss_df(lam)
-        if df >= self._n:
-            return np.inf
-        return self._n * max(rss, 0.0) / (self._n - df) ** 2
+        gamma, shrink = self._terms(lam)
+        return self._gcv(gamma, shrink.sum())
 
     def fit(self, lam):
         """The fit at a given ``lam``."""
         gamma, shrink = self._terms(lam)
         coef = solve_triangular(self._r, self._u @ gamma)
-        return PenalizedFit(coef, float(lam), float(shrink.sum()), self.criterion(lam))
+        df = float(shrink.sum())
+        return PenalizedFit(coef, float(lam), df, self._gcv(gamma, df))
 
     def candidates(self):
         """The grid of ``log10(lam)`` searched by :meth:`select`."""
