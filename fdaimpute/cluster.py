@@ -40,6 +40,11 @@ __all__ = ["predict_at", "transform", "whole_subject_frames"]
 #: Partial sums added in one task of the reduction tree.
 FAN_IN = 8
 
+#: Partitions whose per-subject results (id hashes, observation counts) are
+#: computed at once. Workers hold such results until the client takes the
+#: whole batch, so the batch, not the frame, bounds what they hold.
+GATHER_BATCH = 128
+
 
 def require_dask(what):
     """Import ``dask`` and ``dask.dataframe``, or say who needs them."""
@@ -148,10 +153,18 @@ def _check_columns(df, columns):
             )
 
 
+def _gathered(dask, tasks):
+    """The results of ``tasks``, computed ``GATHER_BATCH`` at a time."""
+    out = []
+    for start in range(0, len(tasks), GATHER_BATCH):
+        out.extend(dask.compute(*tasks[start : start + GATHER_BATCH]))
+    return out
+
+
 def _summaries(dask, df, id_column):
     """Each partition's :func:`_summary`, reading the id column alone."""
     ids = df[[id_column]].to_delayed()
-    return dask.compute(*[dask.delayed(_summary)(p, id_column) for p in ids])
+    return _gathered(dask, [dask.delayed(_summary)(p, id_column) for p in ids])
 
 
 def whole_subject_frames(df, id="id", stacklevel=2):
@@ -221,7 +234,10 @@ def _irregular(frame, columns, duplicates):
 # ---------------------------------------------------------------------- #
 # the passes of the PACE fit
 def _survey(data, max_distinct):
-    return None if data is None else _chunked.survey_chunk(data, max_distinct)
+    if data is None:
+        return None
+    # whole_subject_frames made each subject's rows one partition's
+    return _chunked.survey_chunk(data, max_distinct, with_ids=False)
 
 
 def _in_order(add, *parts):
@@ -251,8 +267,8 @@ def partition_passes(df, columns, duplicates="raise", persist=False):
     places = []
 
     def survey(max_distinct):
-        found = dask.compute(*[dask.delayed(_survey)(p, max_distinct) for p in parts])
-        total, first_subject, first_obs = None, 0, 0
+        found = _gathered(dask, [dask.delayed(_survey)(p, max_distinct) for p in parts])
+        first_subject, first_obs = 0, 0
         places.clear()
         for k, part in enumerate(found):
             if part is None:
@@ -264,11 +280,7 @@ def partition_passes(df, columns, duplicates="raise", persist=False):
                 first_subject + part.n_subjects,
                 first_obs + n_obs,
             )
-            if total is None:
-                total = part
-            else:
-                total = _chunked.merge_surveys(total, part, max_distinct)
-        return _chunked.finish_survey(total)
+        return _chunked.finish_survey(_chunked.combine_surveys(found, max_distinct))
 
     def run(work, local, add, **shared):
         shared = {name: dask.delayed(value) for name, value in shared.items()}

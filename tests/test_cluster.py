@@ -102,6 +102,37 @@ def test_fit_dask_sorts_scattered_subjects_by_id(client, frame, whole_in_id_orde
     _configs.assert_same_pace_model(fitted, whole_in_id_order)
 
 
+def test_fit_dask_gathers_per_subject_results_in_batches_without_ids(
+    client, data, frame, monkeypatch
+):
+    # per-subject results (id hashes, counts) come back two partitions at a
+    # time, and the survey carries no ids: the fit is still the in-memory one
+    monkeypatch.setattr(cluster, "GATHER_BATCH", 2)
+    gathered, surveys = [], []
+    compute = cluster._gathered
+
+    def counted(dask, tasks):
+        gathered.append(len(tasks))
+        return compute(dask, tasks)
+
+    finish = cluster._chunked.finish_survey
+
+    def seen(found):
+        surveys.append(found)
+        return finish(found)
+
+    monkeypatch.setattr(cluster, "_gathered", counted)
+    monkeypatch.setattr(cluster._chunked, "finish_survey", seen)
+    whole = PACEImputer(random_state=0).fit(IrregularData.from_long(frame, *COLUMNS))
+    row = np.cumsum(data.n_obs)
+    df = _cut(frame, [row[3] + 1, row[40], 700, row[150] - 1, row[200]])
+    with pytest.warns(UserWarning, match="cut through a subject"):
+        fitted = PACEImputer(random_state=0).fit_dask(df, *COLUMNS)
+    _configs.assert_same_pace_model(fitted, whole)
+    assert gathered == [6, 6]  # the summaries, then the survey
+    assert surveys[0].ids is None and surveys[0].n_subjects == len(data)
+
+
 def test_partition_summaries_carry_hashes_not_ids():
     import pandas as pd
 

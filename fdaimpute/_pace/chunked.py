@@ -121,7 +121,7 @@ def as_chunk(chunk, number):
 class Survey:
     """What the first pass learns about the chunks."""
 
-    ids: np.ndarray
+    ids: np.ndarray | None  # None: not gathered (the cluster checks by hash)
     counts: np.ndarray
     time_range: tuple
     value_range: tuple
@@ -133,13 +133,19 @@ class Survey:
         return self.counts.size
 
 
-def survey_chunk(data, max_distinct=None):
-    """Pass 1 on one chunk: its ids, counts, ranges and distinct times."""
+def survey_chunk(data, max_distinct=None, with_ids=True):
+    """Pass 1 on one chunk: its ids, counts, ranges and distinct times.
+
+    ``with_ids=False`` leaves the ids out (``ids`` None): a cluster's
+    partitions already hold whole, distinct subjects (checked by their ids'
+    hashes), and text ids as Python objects cost memory on every worker
+    and on the client in proportion to the subjects.
+    """
     distinct = np.unique(data.times)
     if max_distinct is not None and distinct.size > max_distinct:
         distinct = None
     return Survey(
-        data.ids,
+        data.ids if with_ids else None,
         data.n_obs,
         (float(data.times.min()), float(data.times.max())),
         (float(data.values.min()), float(data.values.max())),
@@ -147,23 +153,35 @@ def survey_chunk(data, max_distinct=None):
     )
 
 
-def merge_surveys(first, then, max_distinct=None):
-    """The survey of two consecutive runs of chunks (``first`` read first)."""
-    distinct = None
-    if first.distinct is not None and then.distinct is not None:
-        distinct = np.union1d(first.distinct, then.distinct)
+def combine_surveys(parts, max_distinct=None):
+    """The survey of consecutive runs of chunks, given in order (None: none).
+
+    Each per-subject array is put together once, not chunk by chunk (which
+    copied the subjects read so far at every chunk).
+    """
+    parts = [part for part in parts if part is not None]
+    if not parts:
+        return None
+    distinct = parts[0].distinct
+    for part in parts[1:]:
+        if distinct is None or part.distinct is None:
+            distinct = None
+            break
+        distinct = np.union1d(distinct, part.distinct)
         if max_distinct is not None and distinct.size > max_distinct:
             distinct = None
+            break
+    with_ids = all(part.ids is not None for part in parts)
     return Survey(
-        np.concatenate([first.ids, then.ids]),
-        np.concatenate([first.counts, then.counts]),
+        np.concatenate([part.ids for part in parts]) if with_ids else None,
+        np.concatenate([part.counts for part in parts]),
         (
-            min(first.time_range[0], then.time_range[0]),
-            max(first.time_range[1], then.time_range[1]),
+            min(part.time_range[0] for part in parts),
+            max(part.time_range[1] for part in parts),
         ),
         (
-            min(first.value_range[0], then.value_range[0]),
-            max(first.value_range[1], then.value_range[1]),
+            min(part.value_range[0] for part in parts),
+            max(part.value_range[1] for part in parts),
         ),
         distinct,
     )
@@ -177,18 +195,16 @@ def survey(read, max_distinct=None):
     ValueError
         With no data, or a subject id in more than one chunk.
     """
-    found = None
-    for data, _, _ in _each(read):
-        part = survey_chunk(data, max_distinct)
-        found = part if found is None else merge_surveys(found, part, max_distinct)
-    return finish_survey(found)
+    parts = [survey_chunk(data, max_distinct) for data, _, _ in _each(read)]
+    return finish_survey(combine_surveys(parts, max_distinct))
 
 
 def finish_survey(found):
     """``found`` once every chunk is in (raises with no data or a repeated id)."""
     if found is None:
         raise ValueError("no data: the chunks hold no subjects")
-    _check_unique(found.ids)
+    if found.ids is not None:
+        _check_unique(found.ids)
     return found
 
 
