@@ -130,7 +130,7 @@ def test_fit_dask_gathers_per_subject_results_in_batches_without_ids(
         fitted = PACEImputer(random_state=0).fit_dask(df, *COLUMNS)
     _configs.assert_same_pace_model(fitted, whole)
     assert gathered == [6, 6]  # the summaries, then the survey
-    assert surveys[0].ids is None and surveys[0].n_subjects == len(data)
+    assert surveys[0].id_hashes is None and surveys[0].n_subjects == len(data)
 
 
 def test_partition_summaries_carry_hashes_not_ids():

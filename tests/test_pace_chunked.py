@@ -9,6 +9,8 @@ import pytest
 
 import fdaimpute as fi
 from fdaimpute import IrregularData
+from fdaimpute._core.ids import id_hashes
+from fdaimpute._pace import chunked as chunked_fit
 from fdaimpute.chunks import CSVChunks
 from fdaimpute.noise import difference_estimate
 from fdaimpute.pace import PACEImputer
@@ -119,8 +121,36 @@ def test_subject_in_two_chunks_is_named(data):
     ids = second.ids.copy()
     ids[3] = first.ids[5]
     clash = IrregularData(second.times, second.values, second.offsets, ids=ids)
-    with pytest.raises(ValueError, match=f"subject {first.ids[5]}.*more than one"):
+    with pytest.raises(
+        ValueError, match=rf"subject {first.ids[5]} \(chunks 0 and 1\).*more than one"
+    ):
         PACEImputer().fit_chunks([first, clash, data[20:]])
+
+
+def test_survey_keeps_id_hashes_not_ids(data):
+    found = chunked_fit.survey_chunk(data[:10])
+    assert found.id_hashes.dtype == np.uint64 and found.id_hashes.shape == (10,)
+    assert not hasattr(found, "ids")
+    # an id hashes alike in an int array and among strings
+    mixed = id_hashes(np.array([7, "a"], dtype=object))
+    assert mixed[0] == id_hashes(np.array([7, 8]))[0] != mixed[1]
+
+
+def test_shared_id_hashes_are_told_from_repeated_subjects(data, monkeypatch):
+    # every id hashing alike: the chunks are read again, the ids compared,
+    # and the fit is the whole fit; a subject truly in two chunks is named
+    monkeypatch.setattr(
+        chunked_fit, "id_hashes", lambda ids: np.zeros(len(ids), dtype=np.uint64)
+    )
+    whole = PACEImputer(random_state=0, n_components=3).fit(data)
+    parts = _cuts(data, (7, 93, 13))
+    chunked = PACEImputer(random_state=0, n_components=3).fit_chunks(parts)
+    _configs.assert_same_pace_model(whole, chunked)
+    ids = parts[2].ids.copy()
+    ids[0] = parts[0].ids[4]
+    parts[2] = IrregularData(parts[2].times, parts[2].values, parts[2].offsets, ids=ids)
+    with pytest.raises(ValueError, match=r"chunks 0 and 2"):
+        PACEImputer(random_state=0).fit_chunks(parts)
 
 
 def test_bad_sources_are_refused(data):

@@ -115,6 +115,29 @@ def test_parquet_chunks_are_the_csv_chunks(files, chunksize):
     assert IrregularData.concat(b) == IrregularData.read_csv(csv, **COLUMNS)
 
 
+def test_parquet_chunks_hold_one_row_group_at_a_time(tmp_path):
+    import pyarrow as pa
+
+    n_groups, rows = 60, 20_000
+    path = tmp_path / "many.parquet"
+    pd.DataFrame(
+        {
+            "id": np.repeat(np.arange(n_groups * rows // 10), 10),
+            "time": np.tile(np.linspace(0, 1, 10), n_groups * rows // 10),
+            "value": np.random.default_rng(0).normal(size=n_groups * rows),
+        }
+    ).to_parquet(path, index=False, row_group_size=rows)
+    pool = pa.default_memory_pool()
+    start, most, n_subjects = pool.bytes_allocated(), 0, 0
+    for chunk in ParquetChunks(path, chunksize=rows):
+        n_subjects += len(chunk)
+        most = max(most, pool.bytes_allocated() - start)
+    assert n_subjects == n_groups * rows // 10
+    # a row group is 20,000 x 3 numbers (480 kB); pyarrow's pre-buffering
+    # kept every row group read (14 MB of buffers here)
+    assert most < 8 * rows * 24
+
+
 def test_parquet_chunks_refuse_unsorted_ids(tmp_path):
     path = tmp_path / "u.parquet"
     pd.DataFrame(

@@ -14,6 +14,20 @@ def subject_label(ids, i):
     return f"subject {label!r} (position {i})"
 
 
+def id_hashes(ids):
+    """A 64-bit hash of each id's text (uint64): equal ids hash alike.
+
+    Ids are hashed as text so that the same id hashes alike whatever array
+    holds it (an int in an int array or among strings); ids whose texts
+    agree (``1`` and ``"1"``) then share a hash, which a caller resolves
+    by comparing the ids themselves.
+    """
+    import pandas as pd
+
+    text = pd.Index(np.asarray(ids).astype(str), dtype=object)
+    return pd.util.hash_pandas_object(text, index=False).to_numpy()
+
+
 def _is_missing(v):
     """Whether one label is missing: None, NaN, NaT or pandas.NA."""
     if v is None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fdaimpute._core.ids import subject_label
+from fdaimpute._core.ids import id_hashes
 from fdaimpute._core.validation import as_irregular
 from fdaimpute._fpca.folds import heldout_folds, ragged_subset
 from fdaimpute._numerics.local_linear import local_linear_binned
@@ -121,7 +121,7 @@ def as_chunk(chunk, number):
 class Survey:
     """What the first pass learns about the chunks."""
 
-    ids: np.ndarray | None  # None: not gathered (the cluster checks by hash)
+    id_hashes: np.ndarray | None  # uint64; None: not gathered (see survey_chunk)
     counts: np.ndarray
     time_range: tuple
     value_range: tuple
@@ -134,18 +134,19 @@ class Survey:
 
 
 def survey_chunk(data, max_distinct=None, with_ids=True):
-    """Pass 1 on one chunk: its ids, counts, ranges and distinct times.
+    """Pass 1 on one chunk: its ids' hashes, counts, ranges and distinct times.
 
-    ``with_ids=False`` leaves the ids out (``ids`` None): a cluster's
-    partitions already hold whole, distinct subjects (checked by their ids'
-    hashes), and text ids as Python objects cost memory on every worker
-    and on the client in proportion to the subjects.
+    The ids are kept as 64-bit hashes (for the check that no subject is in
+    two chunks): text ids as Python objects cost about 60 bytes a subject
+    and stay allocated. ``with_ids=False`` leaves them out (``id_hashes``
+    None), where a cluster's partitions are known to hold whole, distinct
+    subjects.
     """
     distinct = np.unique(data.times)
     if max_distinct is not None and distinct.size > max_distinct:
         distinct = None
     return Survey(
-        data.ids if with_ids else None,
+        id_hashes(data.ids) if with_ids else None,
         data.n_obs,
         (float(data.times.min()), float(data.times.max())),
         (float(data.values.min()), float(data.values.max())),
@@ -171,9 +172,9 @@ def combine_surveys(parts, max_distinct=None):
         if max_distinct is not None and distinct.size > max_distinct:
             distinct = None
             break
-    with_ids = all(part.ids is not None for part in parts)
+    with_ids = all(part.id_hashes is not None for part in parts)
     return Survey(
-        np.concatenate([part.ids for part in parts]) if with_ids else None,
+        np.concatenate([part.id_hashes for part in parts]) if with_ids else None,
         np.concatenate([part.counts for part in parts]),
         (
             min(part.time_range[0] for part in parts),
@@ -196,27 +197,44 @@ def survey(read, max_distinct=None):
         With no data, or a subject id in more than one chunk.
     """
     parts = [survey_chunk(data, max_distinct) for data, _, _ in _each(read)]
-    return finish_survey(combine_surveys(parts, max_distinct))
+    return finish_survey(combine_surveys(parts, max_distinct), read)
 
 
-def finish_survey(found):
-    """``found`` once every chunk is in (raises with no data or a repeated id)."""
+def finish_survey(found, read=None):
+    """``found`` once every chunk is in (raises with no data or a repeated id).
+
+    Ids whose hashes repeat are looked up again in the chunks of ``read``
+    (read once more) to tell a subject in two chunks, which is refused, from
+    two ids that share a hash.
+    """
     if found is None:
         raise ValueError("no data: the chunks hold no subjects")
-    if found.ids is not None:
-        _check_unique(found.ids)
+    hashes = found.id_hashes
+    if hashes is not None and read is not None:
+        ordered = np.sort(hashes)
+        shared = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+        if shared.size:
+            _check_unique(read, shared)
     return found
 
 
-def _check_unique(ids):
-    order = np.argsort(ids, kind="stable")
-    repeated = order[1:][ids[order[1:]] == ids[order[:-1]]]
-    if repeated.size:
-        names = ", ".join(subject_label(ids, i) for i in repeated[:3])
+def _check_unique(read, shared):
+    """Raise naming the subjects in more than one chunk, among the ids
+    whose hashes are in ``shared``."""
+    seen, repeated = {}, []
+    for number, (data, _, _) in enumerate(_each(read)):
+        ids = np.asarray(data.ids)
+        for i in np.flatnonzero(np.isin(id_hashes(ids), shared)):
+            label = ids[i].item() if hasattr(ids[i], "item") else ids[i]
+            if label in seen:
+                repeated.append(f"{label!r} (chunks {seen[label]} and {number})")
+            else:
+                seen[label] = number
+    if repeated:
         raise ValueError(
-            f"subject {names} appears in more than one chunk; each subject must "
-            "lie within one chunk (chunks given without ids number their "
-            "subjects from 0 each: give them ids)"
+            f"subject {', '.join(repeated[:3])} appears in more than one chunk; "
+            "each subject must lie within one chunk (chunks given without ids "
+            "number their subjects from 0 each: give them ids)"
         )
 
 
