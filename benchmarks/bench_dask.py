@@ -44,6 +44,8 @@ from _report import write_section  # noqa: E402
 
 N_OBS_PER_SUBJECT = 10
 COLUMNS = ("id", "time", "value")
+#: Fresh processes per format for the read times (their medians are shown).
+READ_REPEATS = 3
 
 
 def _peak_mib():
@@ -129,16 +131,20 @@ def measure_fit_chunks(path, rows):
     }
 
 
-def measure_dask(path, workers, persist):
+def measure_dask(path, workers, persist, dask_malloc=False):
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
 
+    from fdaimpute.cluster import local_cluster
     from fdaimpute.pace import PACEImputer
 
     start = time.perf_counter()
-    cluster = LocalCluster(
-        n_workers=workers, threads_per_worker=1, dashboard_address=":0"
-    )
+    if dask_malloc:
+        cluster = LocalCluster(
+            n_workers=workers, threads_per_worker=1, dashboard_address=":0"
+        )
+    else:
+        cluster = local_cluster(workers, dashboard_address=":0")
     with cluster, Client(cluster) as client:
         client.run(lambda: __import__("fdaimpute.pace"))
         started = time.perf_counter() - start
@@ -201,7 +207,7 @@ def one(args):
     elif kind == "fit_chunks":
         out = measure_fit_chunks(args.path, args.rows_per_group)
     else:
-        out = measure_dask(args.path, args.workers, args.persist)
+        out = measure_dask(args.path, args.workers, args.persist, args.dask_malloc)
     out["peak_mib"] = _peak_mib()
     print(json.dumps(out))
 
@@ -227,6 +233,11 @@ def main(argv=None):
     parser.add_argument("--one", choices=["read", "fit_chunks", "dask"])
     parser.add_argument("--path")
     parser.add_argument("--persist", action="store_true")
+    parser.add_argument(
+        "--dask-malloc",
+        action="store_true",
+        help="start the workers with Dask's allocator settings, not local_cluster's",
+    )
     args = parser.parse_args(argv)
     if args.one:
         args.workers = args.workers[0]
@@ -261,12 +272,18 @@ def main(argv=None):
     return 0
 
 
-def read_row(n_obs, csv, parquet):
-    got = {
-        name: run_one("--one", "read", "--path", path)
-        for name, path in (("CSV", csv), ("Parquet", parquet))
-    }
-    csv, parquet = got["CSV"], got["Parquet"]
+def read_row(n_obs, csv, parquet, repeats=READ_REPEATS):
+    runs = {"CSV": [], "Parquet": []}
+    for _ in range(repeats):
+        for name, path in (("CSV", csv), ("Parquet", parquet)):
+            runs[name].append(run_one("--one", "read", "--path", path))
+    csv, parquet = (
+        {
+            key: float(np.median([run[key] for run in runs[name]]))
+            for key in runs[name][0]
+        }
+        for name in ("CSV", "Parquet")
+    )
     return (
         f"| {n_obs:,} | {csv['table_s']:.2f} | {parquet['table_s']:.2f} "
         f"| {csv['table_s'] / parquet['table_s']:.1f}x "
@@ -288,23 +305,23 @@ def fit_rows(n_obs, parquet, args):
         f"| {n_obs:,} | fit_chunks (1 process) | {base['fit_s']:.1f} | 1.00x "
         f"| {base['peak_mib']:.0f} | - |"
     )
-    for workers in args.workers:
-        for persist in (False, True):
-            flags = ["--persist"] if persist else []
-            got = run_one(
-                "--one", "dask", "--path", parquet, "--workers", workers, *flags
-            )
-            gap = np.max(np.abs(np.subtract(got["eigenvalues"], base["eigenvalues"])))
-            peaks = ", ".join(f"{p:.0f}" for p in got["worker_peak_mib"])
-            label = f"fit_dask, {workers} worker(s)" + (", persist" if persist else "")
-            yield (
-                f"| {n_obs:,} | {label} | {got['fit_s']:.1f} "
-                f"| {base['fit_s'] / got['fit_s']:.2f}x | {peaks} "
-                f"| cluster start {got['start_s']:.0f} s, client peak "
-                f"{got['peak_mib']:.0f} MiB, results held by Dask at most "
-                f"{got['worker_held_peak_mib']:.0f} MiB a worker, eigenvalues "
-                f"within {gap:.0e} |"
-            )
+    runs = [(workers, flag) for workers in args.workers for flag in ("", "--persist")]
+    runs.append((max(args.workers), "--dask-malloc"))
+    labels = {"": "", "--persist": ", persist", "--dask-malloc": ", Dask's malloc"}
+    for workers, flag in runs:
+        flags = [flag] if flag else []
+        got = run_one("--one", "dask", "--path", parquet, "--workers", workers, *flags)
+        gap = np.max(np.abs(np.subtract(got["eigenvalues"], base["eigenvalues"])))
+        peaks = ", ".join(f"{p:.0f}" for p in got["worker_peak_mib"])
+        label = f"fit_dask, {workers} worker(s){labels[flag]}"
+        yield (
+            f"| {n_obs:,} | {label} | {got['fit_s']:.1f} "
+            f"| {base['fit_s'] / got['fit_s']:.2f}x | {peaks} "
+            f"| cluster start {got['start_s']:.0f} s, client peak "
+            f"{got['peak_mib']:.0f} MiB, results held by Dask at most "
+            f"{got['worker_held_peak_mib']:.0f} MiB a worker, eigenvalues "
+            f"within {gap:.0e} |"
+        )
 
 
 def report_fits(rows, args):
@@ -326,8 +343,11 @@ def report_fits(rows, args):
             f"{args.rows_per_group:,} rows). Defaults of "
             "`PACEImputer(random_state=0)` (cross-validated bandwidths, K and "
             "noise floor). `fit_chunks` reads `ParquetChunks` (chunks of a row "
-            "group) in one process; `fit_dask` runs on a `LocalCluster` of "
-            "worker processes with one thread each, reading the same file with "
+            "group) in one process; `fit_dask` runs on "
+            "`fdaimpute.cluster.local_cluster` (worker processes with one thread "
+            "each; the row marked Dask's malloc on a plain `LocalCluster`, whose "
+            "workers keep Dask's `MALLOC_TRIM_THRESHOLD_=65536`), reading the "
+            "same file with "
             "`dask.dataframe.read_parquet` (one partition per row group); its "
             "wall time leaves out starting the cluster (the notes give it). Peak "
             "RSS is per process and includes the imports. Each measurement ran "
@@ -357,7 +377,8 @@ def report_reads(rows, args):
             "with the options of `IrregularData.read_csv`) and from Parquet "
             "(`pyarrow`, ids as text), then as subjects "
             "(`IrregularData.read_csv` / `IrregularData.read_parquet`); imports "
-            "excluded, each format in a fresh process.\n\n" + table + "\n"
+            f"excluded, each read in a fresh process, the median of {READ_REPEATS} "
+            "runs per format (interleaved).\n\n" + table + "\n"
         )
         write_section("parquet-read", "Reading Parquet against CSV", body)
 

@@ -271,6 +271,27 @@ def test_csv_chunks_refuse_an_order_that_changes_between_blocks(tmp_path):
         list(CSVChunks(path, chunksize=2))
 
 
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+@pytest.mark.parametrize("ids", [["a", "a", "b", "a", "c"], [3, 3, 5, 3, 7]])
+def test_chunks_refuse_a_subject_that_comes_back_within_a_block(tmp_path, suffix, ids):
+    from fdaimpute.chunks import ParquetChunks
+
+    frame = pd.DataFrame({"id": ids, "time": np.arange(5.0), "value": 1.0})
+    path = tmp_path / f"obs.{suffix}"
+    if suffix == "csv":
+        frame.to_csv(path, index=False)
+        chunks = CSVChunks(path)
+    else:
+        pytest.importorskip("pyarrow")
+        frame.to_parquet(path, index=False)
+        chunks = ParquetChunks(path)
+    # whole runs of one subject are checked, not rows: a and b are sorted,
+    # and a's second run comes after b
+    come_back = f"subject {str(ids[3])!r} comes after {str(ids[2])!r}"
+    with pytest.raises(ValueError, match=come_back):
+        list(chunks)
+
+
 def test_csv_chunks_refuse_unsorted_rows(data, tmp_path):
     path = tmp_path / "obs.csv"
     frame = data[:20].to_long()

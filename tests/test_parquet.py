@@ -42,6 +42,17 @@ def test_read_parquet_equals_read_csv(files):
     assert from_parquet.ids[:2].tolist() == ["1", "4"]  # ids as text
 
 
+@pytest.mark.parametrize("row_group_size", [None, 3])
+def test_read_parquet_arrays_are_the_data_own(tmp_path, row_group_size):
+    path = tmp_path / "t.parquet"
+    frame = pd.DataFrame({"id": list("aabbc"), "time": np.arange(5.0), "value": 1.0})
+    frame.to_parquet(path, row_group_size=row_group_size)
+    data = IrregularData.read_parquet(path)
+    # one row group converts to a read-only view of Arrow's buffer
+    assert data.times.flags.writeable and data.values.flags.writeable
+    assert data == IrregularData.from_long(frame)
+
+
 def test_read_parquet_keeps_text_ids_and_order(tmp_path):
     path = tmp_path / "t.parquet"
     pd.DataFrame(
@@ -77,6 +88,30 @@ def test_read_parquet_fast_path_equals_from_long_on_odd_types(tmp_path):
     got = IrregularData.read_parquet(path)
     assert got == expected
     assert got.ids.tolist() == ["b", "a", "c"]
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        ["a", "a", "b", "c", "c", "c"],  # sorted: the runs are the subjects
+        ["c", "c", "a", "b", "b", "d"],  # grouped, not sorted
+        ["b", "a", "b", "c", "a", "b"],  # scattered: Arrow's hash
+        ["007", "7", "007", "7", "x", "7"],
+    ],
+)
+@pytest.mark.parametrize("dtype", ["str", "string[pyarrow]", "large_string[pyarrow]"])
+def test_from_long_of_arrow_text_ids_equals_the_object_ids(ids, dtype):
+    times = np.array([3.0, 1, 2, 0, 5, 4])
+    frame = pd.DataFrame({"id": ids, "time": times, "value": times * 2 - 1})
+    arrow = frame.astype({"id": dtype})
+    expected = IrregularData.from_long(frame.astype({"id": object}))
+    got = IrregularData.from_long(arrow)
+    assert got == expected
+    assert got.ids.tolist() == list(dict.fromkeys(ids))
+    assert all(type(label) is str for label in got.ids)
+    arrow.loc[3, "id"] = None
+    with pytest.raises(ValueError, match="missing subject ids .first at row 3"):
+        IrregularData.from_long(arrow)
 
 
 def test_read_parquet_gaps_are_reported_as_from_long_reports_them(tmp_path):

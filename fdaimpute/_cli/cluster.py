@@ -47,7 +47,7 @@ def wants_cluster(args):
 @contextlib.contextmanager
 def _client(args):
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client
     except ImportError:
         raise SystemExit(
             "--scheduler and --workers need dask: pip install 'fdaimpute[dask]'"
@@ -66,9 +66,9 @@ def _client(args):
         return
     if args.workers < 1:
         raise SystemExit(f"--workers must be at least 1, got {args.workers}")
-    cluster = LocalCluster(
-        n_workers=args.workers, threads_per_worker=1, dashboard_address=":0"
-    )
+    from fdaimpute.cluster import local_cluster
+
+    cluster = local_cluster(args.workers, dashboard_address=":0")
     with cluster, Client(cluster) as client:
         yield client
 

@@ -147,6 +147,73 @@ def codes_by_first_appearance(labels):
     return rank[inverse.ravel()], uniq[order]
 
 
+def arrow_text(column):
+    """A pandas column of ids as a pyarrow text array, if Arrow holds it so.
+
+    Only for columns Arrow already holds as text without gaps (pandas'
+    pyarrow-backed strings, as Parquet, Dask and pandas 3 give them), so
+    that their subjects are found without a Python object per row; None
+    otherwise.
+    """
+    array = getattr(column, "array", None)
+    if not hasattr(array, "__arrow_array__"):
+        return None
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - exercised only without pyarrow
+        return None
+    text = pa.array(array)
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks()
+    is_text = pa.types.is_string(text.type) or pa.types.is_large_string(text.type)
+    return text if is_text and not text.null_count else None
+
+
+def grouped_runs(ids):
+    """Where each subject's run of rows starts, and its id, if runs are subjects.
+
+    Long tables usually keep a subject's rows together (sorted by id, or
+    written a subject at a time); then the runs of equal ids (a pyarrow
+    array, no gaps) are the subjects, found by one comparison of
+    neighbours instead of a hash of every row. Returns ``(starts,
+    labels)``, or None where an id comes back after another (the rows are
+    not grouped). Runs in increasing order (sorted by id) are distinct
+    without a hash; the constructor checks the ids again anyway.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(ids)
+    changed = np.zeros(0, dtype=bool)
+    if n > 1:
+        changed = pc.not_equal(ids.slice(1), ids.slice(0, n - 1))
+        changed = changed.to_numpy(zero_copy_only=False)
+    starts = np.concatenate([[0], np.flatnonzero(changed) + 1])
+    firsts = pc.take(ids, pa.array(starts))
+    k = len(firsts)
+    increasing = k < 2 or pc.all(pc.greater(firsts[1:], firsts[: k - 1])).as_py()
+    if not increasing and pc.count_distinct(firsts).as_py() < k:
+        return None
+    return starts, firsts.to_numpy(zero_copy_only=False).astype(object)
+
+
+def arrow_codes(ids):
+    """:func:`codes_by_first_appearance` of a pyarrow text array (no gaps).
+
+    The runs of equal ids where each subject's rows are together, else
+    Arrow's hash of the ids (whose dictionary keeps the order of first
+    appearance).
+    """
+    runs = grouped_runs(ids)
+    if runs is not None:
+        starts, labels = runs
+        lengths = np.diff(np.append(starts, len(ids)))
+        return np.repeat(np.arange(starts.size, dtype=np.int64), lengths), labels
+    encoded = ids.dictionary_encode()
+    labels = encoded.dictionary.to_numpy(zero_copy_only=False).astype(object)
+    return encoded.indices.to_numpy().astype(np.int64), labels
+
+
 def ids_as_text(dtype, id_column):
     """The ``dtype`` argument of ``pandas.read_csv`` that reads ids as text.
 

@@ -13,6 +13,8 @@ import os
 
 import numpy as np
 
+from fdaimpute._core.ids import arrow_codes, grouped_runs
+
 __all__ = [
     "is_parquet",
     "long_batches",
@@ -122,49 +124,27 @@ def read_storage(path, columns):
     plain = table.num_rows > 0 and not ids.null_count
     if not (plain and _is_plain_number(times) and _is_plain_number(values)):
         return _as_frame(table, columns[0])
-    t = times.to_numpy().astype(np.float64)
-    y = values.to_numpy().astype(np.float64)
+    t, y = _floats(times), _floats(values)
     ids = _text_ids(ids)
-    runs = _grouped_runs(ids)
+    runs = grouped_runs(ids)
     if runs is not None:  # each subject's rows together: no reordering
         starts, labels = runs
         return t, y, np.append(starts, table.num_rows), labels
-    encoded = ids.combine_chunks().dictionary_encode()
-    subject = encoded.indices.to_numpy()
-    labels = encoded.dictionary.to_numpy(zero_copy_only=False)
+    subject, labels = arrow_codes(ids.combine_chunks())
     order = np.argsort(subject, kind="stable")
     counts = np.bincount(subject, minlength=labels.size)
     offsets = np.concatenate([[0], np.cumsum(counts)])
-    return t[order], y[order], offsets, labels.astype(object)
+    return t[order], y[order], offsets, labels
 
 
-def _grouped_runs(ids):
-    """Where each subject's run of rows starts, and its id, if runs are subjects.
+def _floats(column):
+    """A pyarrow number column as a float64 array of its own.
 
-    Long files usually keep a subject's rows together (sorted by id, or
-    written a subject at a time); then the runs of equal ids are the
-    subjects, found by one comparison of neighbours instead of a hash of
-    every row. Returns ``(starts, labels)``, or None where an id comes back
-    after another (the rows are not grouped). Runs in increasing order (a
-    file sorted by id) are distinct without a hash; the constructor checks
-    the ids again anyway.
+    One chunk converts without a copy to a read-only view of Arrow's
+    buffer; several are joined into a new array, which is not copied again.
     """
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    n = len(ids)
-    changed = np.zeros(0, dtype=bool)
-    if n > 1:
-        changed = pc.not_equal(ids.slice(1), ids.slice(0, n - 1)).to_numpy()
-    starts = np.concatenate([[0], np.flatnonzero(changed) + 1])
-    firsts = pc.take(ids, pa.array(starts))
-    labels = firsts.to_numpy(zero_copy_only=False).astype(object)
-    k = len(firsts)
-    increasing = k < 2 or pc.all(pc.greater(firsts[1:], firsts[: k - 1])).as_py()
-    if not increasing and not pd.Index(labels).is_unique:
-        return None
-    return starts, labels
+    out = column.to_numpy()
+    return out.astype(np.float64, copy=not out.flags.writeable)
 
 
 def long_batches(path, columns, batch_size):
