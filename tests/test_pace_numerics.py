@@ -182,3 +182,52 @@ def test_small_batches_of_scores_start_no_threads(monkeypatch):
     monkeypatch.setattr(scores_module, "PARALLEL_MIN_OBSERVATIONS", 0)
     with pytest.raises(AssertionError, match="thread pool"):
         posterior_scores(*args)
+
+
+def _pair_sums(bins, resid, subject, include_diagonal):
+    """The binned raw-covariance sums by enumerating every pair of points."""
+    n_bins = bins.centres.size
+    sums = np.zeros((3, n_bins, n_bins))
+    for i in np.unique(subject):
+        (rows,) = np.nonzero(subject == i)
+        for j in rows:
+            for k in rows:
+                if j == k and not include_diagonal:
+                    continue
+                product = resid[j] * resid[k]
+                for a, wa in zip(bins.index[j], bins.weight[j]):
+                    for b, wb in zip(bins.index[k], bins.weight[k]):
+                        sums[:, a, b] += wa * wb * np.array([1, product, product**2])
+    return sums
+
+
+@pytest.mark.parametrize("dense_up_to", [0, 1000])  # sparse, then dense products
+@pytest.mark.parametrize("include_diagonal", [False, True])
+@pytest.mark.parametrize("n_bins", [None, 9])  # exact bins, linear binning
+def test_covariance_moments_are_the_sums_over_pairs(
+    monkeypatch, dense_up_to, include_diagonal, n_bins
+):
+    from fdaimpute._pace import binning
+
+    monkeypatch.setattr(binning, "DENSE_GRAM_BINS", dense_up_to)
+    monkeypatch.setattr(binning, "GRAM_BLOCK", 20)  # several blocks of subjects
+    rng = np.random.default_rng(3)
+    subject = np.repeat(np.arange(12), rng.integers(1, 6, 12))
+    times = rng.integers(0, 7, subject.size) / 6.0
+    if n_bins is not None:
+        times = rng.uniform(0, 1, subject.size)
+    resid = rng.normal(size=subject.size)
+    bins = binning.make_bins(times, n_bins=n_bins, lo=0.0, hi=1.0)
+    expected = _pair_sums(bins, resid, subject, include_diagonal)
+    # subjects in order, then shuffled (the moments do not depend on order)
+    for order in (np.arange(subject.size), rng.permutation(subject.size)):
+        got = binning.covariance_moments(
+            bins.subset(order),
+            resid[order],
+            subject[order],
+            12,
+            include_diagonal=include_diagonal,
+        )
+        assert_allclose(got.count, expected[0], atol=1e-12)
+        assert_allclose(got.total, expected[1], atol=1e-12)
+        assert_allclose(got.total_sq, expected[2], atol=1e-12)

@@ -180,6 +180,44 @@ class CovMoments:
     diag_total_sq: np.ndarray
 
 
+#: Entries of the dense subjects x bins block that :func:`_gram` multiplies at
+#: once (32 MiB of float64).
+GRAM_BLOCK = 1 << 22
+
+#: Up to this many bins the binned sums per subject are multiplied as a dense
+#: block (one BLAS product); beyond, as a sparse matrix, whose cost follows
+#: the observations per subject instead of the bins squared.
+DENSE_GRAM_BINS = 128
+
+
+def _gram(index, subject, n_subjects, n_bins, values):
+    """``Z^T Z`` for ``Z[i, b] = sum_j values[j, q]`` over subject ``i``'s
+    observations ``j`` with ``index[j, q] == b``.
+
+    Subjects must come in order (``subject`` nondecreasing), as flat
+    storage keeps them.
+    """
+    p = index.shape[1]
+    if n_bins <= DENSE_GRAM_BINS:
+        out = np.zeros((n_bins, n_bins))
+        per_block = max(1, GRAM_BLOCK // n_bins)
+        firsts = np.searchsorted(subject, np.arange(0, n_subjects, per_block))
+        ends = np.append(firsts[1:], subject.size)
+        for lo, hi, first in zip(firsts, ends, range(0, n_subjects, per_block)):
+            key = (subject[lo:hi, None] - first) * n_bins + index[lo:hi]
+            rows = min(per_block, n_subjects - first)
+            z = np.bincount(key.ravel(), values[lo:hi].ravel(), minlength=rows * n_bins)
+            z = z.reshape(rows, n_bins)
+            out += z.T @ z
+        return out
+    indptr = np.zeros(n_subjects + 1, dtype=np.int64)
+    np.cumsum(np.bincount(subject, minlength=n_subjects) * p, out=indptr[1:])
+    z = sp.csr_matrix(
+        (values.ravel(), index.ravel(), indptr), shape=(n_subjects, n_bins)
+    )
+    return (z.T @ z).toarray()
+
+
 def covariance_moments(bins, resid, subject, n_subjects, *, include_diagonal=False):
     """Sum the raw covariances of each subject's residual pairs into bins.
 
@@ -204,30 +242,36 @@ def covariance_moments(bins, resid, subject, n_subjects, *, include_diagonal=Fal
     CovMoments
     """
     n_bins = bins.centres.size
-    p = bins.index.shape[1]
-    rows = np.repeat(subject, p)
-    cols = bins.index.ravel()
+    n_obs, p = bins.index.shape
+    subject = np.asarray(subject)
+    if n_obs > 1 and np.any(subject[1:] < subject[:-1]):
+        order = np.argsort(subject, kind="stable")
+        bins, resid, subject = (
+            bins.subset(order),
+            np.asarray(resid)[order],
+            subject[order],
+        )
     w = bins.weight
-    r = np.asarray(resid)[:, None]
+    r = np.asarray(resid)
+    r2 = r * r
 
     def gram(values):
-        z = sp.csr_matrix((values.ravel(), (rows, cols)), shape=(n_subjects, n_bins))
-        return np.asarray((z.T @ z).todense())
+        return _gram(bins.index, subject, n_subjects, n_bins, values)
 
-    def self_pairs(values):
-        # sum over observations of w_ja w_jb values_j on cell (a, b)
-        cell = (bins.index[:, :, None] * n_bins + bins.index[:, None, :]).ravel()
-        prod = (w[:, :, None] * w[:, None, :] * values[:, None, None]).ravel()
-        return np.bincount(cell, prod, minlength=n_bins * n_bins).reshape(
-            n_bins, n_bins
-        )
-
-    r2 = r[:, 0] ** 2
     count = gram(w)
-    total = gram(w * r)
-    total_sq = gram(w * r * r)
+    total = gram(w * r[:, None])
+    total_sq = gram(w * r2[:, None])
     if not include_diagonal:
-        count -= self_pairs(np.ones_like(r2))
+        # sum over observations of w_ja w_jb v_j on cell (a, b)
+        cell = (bins.index[:, :, None] * n_bins + bins.index[:, None, :]).ravel()
+        pairs = (w[:, :, None] * w[:, None, :]).reshape(n_obs, p * p)
+
+        def self_pairs(v):
+            weights = pairs if v is None else pairs * v[:, None]
+            flat = np.bincount(cell, weights.ravel(), minlength=n_bins * n_bins)
+            return flat.reshape(n_bins, n_bins)
+
+        count -= self_pairs(None)
         total -= self_pairs(r2)
         total_sq -= self_pairs(r2 * r2)
         np.clip(count, 0.0, None, out=count)
