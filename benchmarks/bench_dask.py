@@ -133,7 +133,7 @@ def measure_fit_chunks(path, rows):
 
 def measure_dask(path, workers, persist, dask_malloc=False):
     import dask.dataframe as dd
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, get_task_stream
 
     from fdaimpute.cluster import local_cluster
     from fdaimpute.pace import PACEImputer
@@ -149,21 +149,34 @@ def measure_dask(path, workers, persist, dask_malloc=False):
         client.run(lambda: __import__("fdaimpute.pace"))
         started = time.perf_counter() - start
         start = time.perf_counter()
-        with _HeldByDask(client) as held:
+        with _HeldByDask(client) as held, get_task_stream(client) as stream:
             frame = dd.read_parquet(path, split_row_groups=True)
             pace = PACEImputer(random_state=0).fit_dask(
                 frame, *COLUMNS, persist=persist
             )
         seconds = time.perf_counter() - start
         peaks = client.run(_peak_mib)
+    busy = _busy_seconds(stream.data)
     return {
         "fit_s": seconds,
         "start_s": started,
         "worker_peak_mib": sorted(peaks.values()),
+        "worker_busy_s": sorted(busy.values()),
         "worker_held_peak_mib": held.peak_mib,
         "partitions": frame.npartitions,
         "eigenvalues": pace.eigenvalues_.tolist(),
     }
+
+
+def _busy_seconds(stream):
+    """Seconds each worker spent computing tasks, from Dask's task stream."""
+    busy = {}
+    for task in stream:
+        for part in task["startstops"]:
+            if part["action"] == "compute":
+                worker = task["worker"]
+                busy[worker] = busy.get(worker, 0.0) + part["stop"] - part["start"]
+    return busy
 
 
 def _held_mib(dask_worker):
@@ -303,7 +316,7 @@ def fit_rows(n_obs, parquet, args):
     )
     yield (
         f"| {n_obs:,} | fit_chunks (1 process) | {base['fit_s']:.1f} | 1.00x "
-        f"| {base['peak_mib']:.0f} | - |"
+        f"| {base['peak_mib']:.0f} | - | - |"
     )
     runs = [(workers, flag) for workers in args.workers for flag in ("", "--persist")]
     runs.append((max(args.workers), "--dask-malloc"))
@@ -314,9 +327,10 @@ def fit_rows(n_obs, parquet, args):
         gap = np.max(np.abs(np.subtract(got["eigenvalues"], base["eigenvalues"])))
         peaks = ", ".join(f"{p:.0f}" for p in got["worker_peak_mib"])
         label = f"fit_dask, {workers} worker(s){labels[flag]}"
+        busy = ", ".join(f"{b:.1f}" for b in got["worker_busy_s"])
         yield (
             f"| {n_obs:,} | {label} | {got['fit_s']:.1f} "
-            f"| {base['fit_s'] / got['fit_s']:.2f}x | {peaks} "
+            f"| {base['fit_s'] / got['fit_s']:.2f}x | {peaks} | {busy} "
             f"| cluster start {got['start_s']:.0f} s, client peak "
             f"{got['peak_mib']:.0f} MiB, results held by Dask at most "
             f"{got['worker_held_peak_mib']:.0f} MiB a worker, eigenvalues "
@@ -328,8 +342,8 @@ def report_fits(rows, args):
     table = "\n".join(
         [
             "| observations | fit | wall (s) | speed-up | peak RSS per process "
-            "(MiB) | notes |",
-            "|---:|---|---:|---:|---:|---|",
+            "(MiB) | busy per worker (s) | notes |",
+            "|---:|---|---:|---:|---:|---:|---|",
             *rows,
         ]
     )
@@ -349,7 +363,9 @@ def report_fits(rows, args):
             "workers keep Dask's `MALLOC_TRIM_THRESHOLD_=65536`), reading the "
             "same file with "
             "`dask.dataframe.read_parquet` (one partition per row group); its "
-            "wall time leaves out starting the cluster (the notes give it). Peak "
+            "wall time leaves out starting the cluster (the notes give it). A "
+            "worker's busy seconds are the time its tasks computed (Dask's task "
+            "stream): against the wall time they show the waits. Peak "
             "RSS is per process and includes the imports. Each measurement ran "
             "in a fresh process; for Dask the workers and the client share the "
             "machine's cores (other jobs may too: see the load average below), "

@@ -71,7 +71,7 @@ def require_dask(what):
 def local_cluster(n_workers, threads_per_worker=1, **options):
     """A ``distributed.LocalCluster`` whose workers suit fdaimpute's passes.
 
-    Its worker processes start with :data:`WORKER_MALLOC`'s allocator
+    Its worker processes start with ``WORKER_MALLOC``'s allocator
     settings in place of Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` (unless the
     environment sets them): with Dask's, every array over 128 KiB is mapped
     and page-faulted afresh each time, and :meth:`PACEImputer.fit_dask
