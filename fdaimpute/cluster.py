@@ -300,6 +300,11 @@ def _survey(data, max_distinct):
     return _chunked.survey_chunk(data, max_distinct, with_ids=False)
 
 
+def _on_frame(frame, columns, duplicates, work, *args, **kwargs):
+    """``work`` on the subjects of one partition (a pandas frame)."""
+    return work(_irregular(frame, columns, duplicates), *args, **kwargs)
+
+
 def _in_order(add, *parts):
     return reduce(add, parts)
 
@@ -321,13 +326,26 @@ def partition_passes(df, columns, duplicates="raise", persist=False):
     dask, _ = require_dask("PACEImputer.fit_dask")
     _check_columns(df, columns)
     frames = whole_subject_frames(df, columns[0], stacklevel=6)
-    parts = [dask.delayed(_irregular)(f, columns, duplicates) for f in frames]
     if persist:
+        parts = [dask.delayed(_irregular)(f, columns, duplicates) for f in frames]
         parts = list(dask.persist(*parts))
+
+        def apply(work, k, *args, **kwargs):
+            return dask.delayed(work)(parts[k], *args, **kwargs)
+    else:
+
+        def apply(work, k, *args, **kwargs):
+            # one task reads, makes the subjects and works: no task per step
+            return dask.delayed(_on_frame)(
+                frames[k], columns, duplicates, work, *args, **kwargs
+            )
+
     places = []
 
     def survey(max_distinct):
-        found = _gathered(dask, [dask.delayed(_survey)(p, max_distinct) for p in parts])
+        found = _gathered(
+            dask, [apply(_survey, k, max_distinct) for k in range(len(frames))]
+        )
         first_subject, first_obs = 0, 0
         places.clear()
         for k, part in enumerate(found):
@@ -344,10 +362,7 @@ def partition_passes(df, columns, duplicates="raise", persist=False):
 
     def run(work, local, add, **shared):
         shared = {name: dask.delayed(value) for name, value in shared.items()}
-        tasks = [
-            dask.delayed(work)(parts[k], **shared, **local(place))
-            for k, place in places
-        ]
+        tasks = [apply(work, k, **shared, **local(place)) for k, place in places]
         return dask.compute(_tree(dask, tasks, add))[0]
 
     return survey, run
