@@ -41,6 +41,23 @@ def test_from_long_keeps_subject_and_variable_order_and_sorts_times():
     assert data.covariates["age"].tolist() == [50.0, 61.0, 40.0]
 
 
+@pytest.mark.parametrize("dtype", [object, "string[pyarrow]"])
+def test_from_long_reads_arrow_held_ids_as_object_ids(dtype):
+    pytest.importorskip("pyarrow")
+    frame = _long().astype({"pid": dtype})
+    data = MultivariateIrregularData.from_long(
+        frame, id="pid", time="t", variable="lab", value="y"
+    )
+    assert data.ids.tolist() == ["b", "a", "c"]
+    assert all(type(label) is str for label in data.ids)
+    assert data.counts.tolist() == [[2, 1], [1, 1], [0, 1]]
+    frame.loc[4, "pid"] = None
+    with pytest.raises(ValueError, match="missing subject ids .first at row 4"):
+        MultivariateIrregularData.from_long(
+            frame, id="pid", time="t", variable="lab", value="y"
+        )
+
+
 def test_from_columns_equals_from_long_of_the_same_observations():
     wide = pd.DataFrame(
         {

@@ -5,13 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fdaimpute._core.coerce import check_not_datetime, first_non_numeric
-from fdaimpute._core.ids import (
-    arrow_codes,
-    arrow_text,
-    codes_by_first_appearance,
-    missing_mask,
-    subject_label,
-)
+from fdaimpute._core.ids import subject_codes, subject_label
 
 
 def require_pandas(what):
@@ -39,19 +33,7 @@ def flat_from_long(df, id="id", time="time", value="value"):
     check_not_datetime(df[time], f"the times (column {time!r})")
     t = np.asarray(df[time])
     y = np.asarray(df[value])
-    text = arrow_text(df[id])
-    if text is not None:
-        subject, ids = arrow_codes(text)
-    else:
-        raw_ids = np.asarray(df[id])
-        missing = missing_mask(raw_ids)
-        if missing.any():
-            j = int(np.flatnonzero(missing)[0])
-            raise ValueError(
-                f"column {id!r} has missing subject ids (first at row {j}: "
-                f"{raw_ids[j]!r})"
-            )
-        subject, ids = codes_by_first_appearance(raw_ids)
+    subject, ids = subject_codes(df[id], id)
     for arr, col in ((t, time), (y, value)):
         if arr.dtype.kind not in "biuf":
             try:

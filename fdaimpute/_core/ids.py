@@ -214,6 +214,31 @@ def arrow_codes(ids):
     return encoded.indices.to_numpy().astype(np.int64), labels
 
 
+def subject_codes(column, name):
+    """Each row's subject code (order of first appearance) and the ids.
+
+    ``column`` is a pandas column of ids named ``name``; ids that Arrow
+    holds as text are numbered without a Python object per row
+    (:func:`arrow_codes`).
+
+    Raises
+    ------
+    ValueError
+        Naming the first row whose id is missing.
+    """
+    text = arrow_text(column)
+    if text is not None:
+        return arrow_codes(text)
+    raw = np.asarray(column)
+    missing = missing_mask(raw)
+    if missing.any():
+        j = int(np.flatnonzero(missing)[0])
+        raise ValueError(
+            f"column {name!r} has missing subject ids (first at row {j}: {raw[j]!r})"
+        )
+    return codes_by_first_appearance(raw)
+
+
 def ids_as_text(dtype, id_column):
     """The ``dtype`` argument of ``pandas.read_csv`` that reads ids as text.
 

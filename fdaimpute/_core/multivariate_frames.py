@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from fdaimpute._core.coerce import check_not_datetime, first_non_numeric
-from fdaimpute._core.ids import codes_by_first_appearance, missing_mask, subject_label
+from fdaimpute._core.ids import (
+    codes_by_first_appearance,
+    missing_mask,
+    subject_codes,
+    subject_label,
+)
 
 
 def _check_columns(df, roles):
@@ -17,18 +22,6 @@ def _check_columns(df, roles):
                 f"column {name!r} (the {role} column) is not in the table; "
                 f"columns are {columns}"
             )
-
-
-def _subjects(df, id):
-    """Subject code of each row (order of first appearance) and the ids."""
-    raw = np.asarray(df[id])
-    missing = missing_mask(raw)
-    if missing.any():
-        j = int(np.flatnonzero(missing)[0])
-        raise ValueError(
-            f"column {id!r} has missing subject ids (first at row {j}: {raw[j]!r})"
-        )
-    return codes_by_first_appearance(raw)
 
 
 def _numeric(arr, col, subject, ids):
@@ -55,7 +48,7 @@ def flat_from_variable_column(df, id, time, variable, value):
         df, (("id", id), ("time", time), ("variable", variable), ("value", value))
     )
     check_not_datetime(df[time], f"the times (column {time!r})")
-    subject, ids = _subjects(df, id)
+    subject, ids = subject_codes(df[id], id)
     raw_var = np.asarray(df[variable])
     missing = missing_mask(raw_var)
     if missing.any():
@@ -91,7 +84,7 @@ def flat_from_columns(df, id, time, variables):
         [("id", id), ("time", time)] + [("variable", v) for v in variables],
     )
     check_not_datetime(df[time], f"the times (column {time!r})")
-    subject, ids = _subjects(df, id)
+    subject, ids = subject_codes(df[id], id)
     t = _numeric(np.asarray(df[time]), time, subject, ids)
     block = np.stack(
         [_numeric(np.asarray(df[v]), v, subject, ids) for v in variables], axis=1
@@ -131,7 +124,7 @@ def subject_covariates(df, columns, id):
     """
     columns = [columns] if isinstance(columns, str) else list(columns)
     _check_columns(df, [("covariate", c) for c in columns])
-    subject, ids = _subjects(df, id)
+    subject, ids = subject_codes(df[id], id)
     out = {}
     for name in columns:
         col = np.asarray(df[name])
