@@ -201,14 +201,19 @@ def arrow_codes(ids):
     """:func:`codes_by_first_appearance` of a pyarrow text array (no gaps).
 
     The runs of equal ids where each subject's rows are together, else
-    Arrow's hash of the ids (whose dictionary keeps the order of first
-    appearance).
+    Arrow's hash of the ids (:func:`hashed_codes`).
     """
     runs = grouped_runs(ids)
-    if runs is not None:
-        starts, labels = runs
-        lengths = np.diff(np.append(starts, len(ids)))
-        return np.repeat(np.arange(starts.size, dtype=np.int64), lengths), labels
+    if runs is None:
+        return hashed_codes(ids)
+    starts, labels = runs
+    lengths = np.diff(np.append(starts, len(ids)))
+    return np.repeat(np.arange(starts.size, dtype=np.int64), lengths), labels
+
+
+def hashed_codes(ids):
+    """:func:`arrow_codes` by Arrow's hash of the ids, whose dictionary keeps
+    the order of first appearance (for rows not grouped by subject)."""
     encoded = ids.dictionary_encode()
     labels = encoded.dictionary.to_numpy(zero_copy_only=False).astype(object)
     return encoded.indices.to_numpy().astype(np.int64), labels

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from fdaimpute._core.ids import arrow_codes, grouped_runs
+from fdaimpute._core.ids import grouped_runs, hashed_codes
 
 __all__ = [
     "is_parquet",
@@ -130,7 +130,7 @@ def read_storage(path, columns):
     if runs is not None:  # each subject's rows together: no reordering
         starts, labels = runs
         return t, y, np.append(starts, table.num_rows), labels
-    subject, labels = arrow_codes(ids.combine_chunks())
+    subject, labels = hashed_codes(ids.combine_chunks())
     order = np.argsort(subject, kind="stable")
     counts = np.bincount(subject, minlength=labels.size)
     offsets = np.concatenate([[0], np.cumsum(counts)])

@@ -211,8 +211,8 @@ def finish_survey(found, read=None):
         raise ValueError("no data: the chunks hold no subjects")
     hashes = found.id_hashes
     if hashes is not None and read is not None:
-        ordered = np.sort(hashes)
-        shared = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+        distinct, counts = np.unique(hashes, return_counts=True)
+        shared = distinct[counts > 1]
         if shared.size:
             _check_unique(read, shared)
     return found
