@@ -34,6 +34,8 @@ Usage::
     python benchmarks/bench_multivariate.py            # print the table
     python benchmarks/bench_multivariate.py --write    # also docs/benchmarks.md
     python benchmarks/bench_multivariate.py --covariates --write
+    python benchmarks/bench_multivariate.py --attribute [--covariates] --write
+    python benchmarks/bench_multivariate.py --n 10000 --label 10k --write
 """
 
 from __future__ import annotations
@@ -171,31 +173,81 @@ def _fitted_loadings(model, j, times):
     return spline_columns(model.work_grids[j], model.loadings[j], times)
 
 
-def attribute_seed(seed, n_train, n_test):
+def attribute_seed(seed, n_train, n_test, covariates=False):
     """The oracle's error with one fitted part of multivariate PACE in place of
     the truth at a time (mean, covariance, noise variances; then all three),
-    as ratios to the oracle's, per variable."""
+    as ratios to the oracle's, per variable.
+
+    With ``covariates`` the mean is each subject's: the fitted ``mu0_j(t) +
+    z^T beta_j(t)`` against the true one, and a further part, ``effects``,
+    puts the fitted covariate effects alone in the true mean's place (the
+    true ``mu0_j``, the coefficient curves of the fit).
+    """
+    from fdaimpute._fpca.covariates import CovariateDesign
     from fdaimpute._sim.multivariate_process import MultivariateBasisProcess
 
     n = n_train + n_test
     sim = fi.simulate.multivariate_gaussian(
-        n=n, split=(n_train / n, 0.0, n_test / n), random_state=seed
+        n=n,
+        split=(n_train / n, 0.0, n_test / n),
+        covariates=covariates,
+        random_state=seed,
     )
     process, test, truth = sim.process, sim.test.data, sim.test.truth
-    model = MultivariatePACEImputer(random_state=seed).fit(sim.train.data)._model
+    imp = MultivariatePACEImputer(
+        random_state=seed, covariates=COVARIATES if covariates else None
+    ).fit(sim.train.data)
+    model = imp._model
     p = process.n_variables
+
+    def fitted_shift(j, t, given, with_intercept=True):
+        # z^T beta_j(t) of the fit, row 0 (its correction of mu0) optional
+        z = CovariateDesign(imp.covariate_encoding_).matrix(given)
+        beta = imp.covariate_effects_[j]
+        if not with_intercept:
+            beta = beta.copy()
+            beta[0] = 0.0
+        z = np.concatenate([np.ones((z.shape[0], 1)), z], axis=1)
+        return imp._effect_at(beta, imp.work_grids_[j], t, z)
+
+    def true_shift_centred(j, t, given):
+        # the true shift less its value at the fit's covariate centre (the
+        # fit's mu0 holds that part)
+        centre = {"age": np.full(t.size, imp.covariate_encoding_["age"]["centre"])}
+        centre["group"] = np.full(t.size, "a")
+        return process.covariate_shift(j, t, given) - process.covariate_shift(
+            j, t, centre
+        )
 
     def error(mean, cov, noise):
         means = [
-            process.means[j] if mean == "true" else model.means[j] for j in range(p)
+            process.means[j] if mean in ("true", "effects") else model.means[j]
+            for j in range(p)
         ]
+        shift = process.covariate_mean
+        if covariates and mean == "fitted":
+            shift = fitted_shift
+        elif covariates and mean == "effects":
+
+            def shift(j, t, given):
+                return (
+                    process.covariate_shift(j, t, given)
+                    - true_shift_centred(j, t, given)
+                    + fitted_shift(j, t, given, with_intercept=False)
+                )
+
         bases, variances = process.bases, process.score_var
         if cov == "fitted":
             bases = [partial(_fitted_loadings, model, j) for j in range(p)]
             variances = model.eigenvalues
         sd = process.noise_sd if noise == "true" else np.sqrt(model.noise_variance)
         mixed = MultivariateBasisProcess(
-            means, bases, variances, sd, variables=process.variables
+            means,
+            bases,
+            variances,
+            sd,
+            variables=process.variables,
+            covariate_mean=shift,
         )
         oracle = fi.oracle.MultivariateConditionalMean(mixed, grid=sim.grid)
         pred = oracle.transform(test).reshape(truth.shape)
@@ -208,6 +260,8 @@ def attribute_seed(seed, n_train, n_test):
         "noise": ("true", "true", "fitted"),
         "all": ("fitted", "fitted", "fitted"),
     }
+    if covariates:
+        parts = {"effects": ("effects", "true", "true"), **parts}
     ratios = {name: error(*how) / best for name, how in parts.items()}
     return [
         dict(seed=seed, variable=name, **{k: v[j] for k, v in ratios.items()})
@@ -245,6 +299,11 @@ def main():
     parser.add_argument("--n-test", type=int, default=1000)
     parser.add_argument("--covariates", action="store_true")
     parser.add_argument("--write", action="store_true")
+    parser.add_argument(
+        "--label",
+        default="",
+        help="suffix of the docs section written (another size beside the default)",
+    )
     parser.add_argument(
         "--attribute",
         action="store_true",
@@ -309,8 +368,11 @@ def main():
             f"`multi`'s 95% bands):\n\n{per_seed}\n"
         )
         write_section(
-            "multivariate-covariates",
-            "Multivariate PACE with covariates (varying-coefficient mean)",
+            _labelled("multivariate-covariates", args.label),
+            _titled(
+                "Multivariate PACE with covariates (varying-coefficient mean)",
+                args.label,
+            ),
             body,
         )
     elif args.write:
@@ -337,18 +399,49 @@ def main():
             "test curves' grid values inside `multi`'s 95% bands):\n\n"
             f"{per_seed}\n"
         )
-        write_section("multivariate", "Multivariate PACE (shared scores)", body)
+        write_section(
+            _labelled("multivariate", args.label),
+            _titled("Multivariate PACE (shared scores)", args.label),
+            body,
+        )
+
+
+def _labelled(section, label):
+    """The docs section's key, with ``--label`` appended where given."""
+    return f"{section}-{label}" if label else section
+
+
+def _titled(title, label):
+    return f"{title} ({label})" if label else title
 
 
 def attribute(args):
     """Print (and with ``--write`` save) the attribution table."""
     rows = []
     for seed in args.seeds:
-        rows += attribute_seed(seed, args.n, args.n_test)
-    columns = ["seed", "variable", "mean", "covariance", "noise", "all"]
-    table = markdown_table(rows, columns, {c: ".4f" for c in columns[2:]})
+        rows += attribute_seed(seed, args.n, args.n_test, args.covariates)
+    parts = ["mean", "covariance", "noise", "all"]
+    if args.covariates:
+        parts = ["effects", *parts]
+    columns = ["seed", "variable", *parts]
+    table = markdown_table(rows, columns, {c: ".4f" for c in parts})
     print(table)
-    if args.write:
+    if not args.write:
+        return
+    if args.covariates:
+        body = (
+            "The same with the covariate-driven mean of the "
+            "`multivariate-covariates` section (MultivariatePACEImputer with "
+            '`covariates=["age", "group"]`, the covariate-aware oracle): '
+            "`mean` is each subject's fitted mean `mu0_j(t) + z^T beta_j(t)` "
+            "in place of its true mean, and `effects` the fitted coefficient "
+            "curves `beta_j` alone (with the true `mu0_j`). n = "
+            f"{args.n} training subjects, {args.n_test} test subjects.\n\n"
+            f"{table}\n"
+        )
+        name = "multivariate-covariates-attribution"
+        title = "Multivariate PACE with covariates: where the excess error comes from"
+    else:
         body = (
             "Where multivariate PACE's excess error over the oracle comes from: "
             "the oracle's predictor (the best linear predictor given every "
@@ -361,11 +454,9 @@ def attribute(args):
             f"`multivariate` section (n = {args.n} training subjects, "
             f"{args.n_test} test subjects).\n\n{table}\n"
         )
-        write_section(
-            "multivariate-attribution",
-            "Multivariate PACE: where the excess error comes from",
-            body,
-        )
+        name = "multivariate-attribution"
+        title = "Multivariate PACE: where the excess error comes from"
+    write_section(_labelled(name, args.label), _titled(title, args.label), body)
 
 
 if __name__ == "__main__":

@@ -177,12 +177,13 @@ def _impute(args):
 
 
 def _impute_recorded(args):
+    method = method_name(args.method or "auto")
+    layout = method_layout(args, method)
+    # before the method's import (about a second): a refused -o fails at once
+    check_target(args.output, "-o", [args.input], args.force)
     with phase("import"):
-        method = method_name(args.method or "auto")
-        layout = method_layout(args, method)
         est = build_estimator(args, method)
         set_covariates(est, layout)
-    check_target(args.output, "-o", [args.input], args.force)
     with phase("read"):
         data = read_data(args, layout=layout)
     grid = parse_grid(args.grid or "101", data.time_range)

@@ -407,7 +407,10 @@ def test_bad_models_and_misused_flags_are_reported(long_csv, tmp_path):
     with pytest.raises(SystemExit, match="--method .* or --model, not both"):
         main([*impute, str(good), "--method", "pace"])
     with pytest.raises(SystemExit, match="--epochs applies to vt and sand, not auto"):
-        main(["fit", str(path), "--save", str(good), "--epochs", "3", *NAMES[:6]])
+        main(
+            ["fit", str(path), "--save", str(tmp_path / "e.fdai"), "--epochs", "3"]
+            + NAMES[:6]
+        )
     with pytest.raises(SystemExit, match="column 'id'.*not in the table"):
         main(["fit", str(path), "--save", str(tmp_path / "new.fdai")])
 

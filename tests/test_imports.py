@@ -82,3 +82,31 @@ def test_cli_answers_help_version_and_errors_without_the_heavy_libraries(argv, c
     status, heavy = out.stdout.splitlines()
     assert status == f"{code} True"
     assert heavy == "[]"
+
+
+@pytest.mark.parametrize(
+    "command", [["impute", "--method", "pace", "-o"], ["fit", "--save"]]
+)
+def test_a_refused_output_stops_before_the_method_is_imported(tmp_path, command):
+    # the check of -o / --save comes before a second of imports, not after
+    taken = tmp_path / "taken.out"
+    taken.write_text("keep me\n")
+    data = tmp_path / "data.csv"
+    data.write_text("id,time,value\na,0,1\na,1,2\n")
+    argv = [command[0], str(data), *command[1:], str(taken)]
+    script = (
+        "import sys\n"
+        "from fdaimpute.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit as exc:\n"
+        "    print(exc.code)\n"
+        f"print(sorted(m for m in {_CLI_HEAVY!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    message, heavy = out.stdout.splitlines()
+    assert "exists; pass --force to replace it" in message
+    assert heavy == "[]"
+    assert taken.read_text() == "keep me\n"

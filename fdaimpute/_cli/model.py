@@ -237,6 +237,7 @@ def _fit(args):
 
     args.method = method_name(args.method)
     layout = method_layout(args, args.method)
+    check_target(args.save, "--save", [args.input], args.force)
     est = build_estimator(args, args.method)
     set_covariates(est, layout)
     extra = {"max_epochs": args.epochs, "device": args.device}
@@ -247,7 +248,6 @@ def _fit(args):
             flag = "--epochs" if name == "max_epochs" else "--device"
             raise SystemExit(f"{flag} applies to vt and sand, not {args.method}")
         est.set_params(**{name: value})
-    check_target(args.save, "--save", [args.input], args.force)
     names = column_names(args)
     if wants_cluster(args):
         if layout is not None:
