@@ -5,7 +5,11 @@ checkout, which is also put first on ``PYTHONPATH``), beside three
 references: the interpreter alone (``python -c pass``), NumPy's import
 (which the package's data types need) and the import of scikit-learn's
 estimator base (``python -c "import sklearn.base"``), what the command paid
-before its start-up stopped importing it. The commands are run in turns,
+before its start-up stopped importing it, the NumPy and SciPy modules PACE
+computes with, and ``from fdaimpute import PACEImputer`` (what an ``impute``
+job pays before it reads its input). ``impute ... -o FILE`` with an existing
+``FILE`` times a refused output (it is checked before the method's import).
+The commands are run in turns,
 one of each per round after an unmeasured warm-up round, so that a change
 in the load of a shared machine falls on all of them alike; the table gives
 each command's median and range over the rounds and its median less the
@@ -23,9 +27,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,13 +41,26 @@ from _report import machine, markdown_table, write_section  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 COLUMNS = ["command", "checkout", "median s", "range s", "above interpreter s"]
 #: (label, arguments after ``python``) of the references.
+#: The NumPy and SciPy modules PACE's fit computes with.
+PACE_MODULES = "numpy, scipy.linalg, scipy.sparse, scipy.interpolate, scipy.optimize"
 REFERENCES = [
     ("python -c pass", ["-c", "pass"]),
     ('python -c "import numpy"', ["-c", "import numpy"]),
     ('python -c "import sklearn.base"', ["-c", "import sklearn.base"]),
+    (f'python -c "import {PACE_MODULES}"', ["-c", f"import {PACE_MODULES}"]),
+    (
+        'python -c "from fdaimpute import PACEImputer"',
+        ["-c", "from fdaimpute import PACEImputer"],
+    ),
 ]
-#: Arguments of ``fdaimpute`` timed as ``python -m fdaimpute ...``.
-COMMANDS = [["--version"], ["--help"], ["fit", "--help"]]
+#: Arguments of ``fdaimpute`` timed as ``python -m fdaimpute ...``, and the
+#: exit status each must give (``{data}``, ``{taken}``: files made for the run).
+COMMANDS = [
+    (["--version"], 0),
+    (["--help"], 0),
+    (["fit", "--help"], 0),
+    (["impute", "{data}", "-o", "{taken}", "--method", "pace"], 1),
+]
 
 
 def checkout_label(path):
@@ -68,22 +87,41 @@ def imported_from(env, cwd):
     return str(Path(out.stdout.strip()).parent.parent)
 
 
-def seconds(argv, env, cwd):
-    """Wall seconds of one process, its output discarded; it must succeed."""
+def seconds(argv, env, cwd, status=0):
+    """Wall seconds of one process, its output discarded; it must exit ``status``."""
     start = time.perf_counter()
-    subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - start
+    done = subprocess.run(
+        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    took = time.perf_counter() - start
+    if done.returncode != status:
+        raise SystemExit(
+            f"{' '.join(argv)} exited {done.returncode}, not {status}: "
+            f"{done.stderr.decode()[-500:]}"
+        )
+    return took
 
 
-def jobs(checkouts):
-    """(command label, checkout label, argv, env, cwd) of everything timed."""
+def jobs(checkouts, files):
+    """(command label, checkout label, argv, env, cwd, status) of everything timed.
+
+    ``files`` maps the ``{name}`` fields of :data:`COMMANDS` to paths.
+    """
     _, env, cwd = checkouts[0]
-    out = [(label, "", [sys.executable, *args], env, cwd) for label, args in REFERENCES]
+    out = [
+        (label, "", [sys.executable, *args], env, cwd, 0) for label, args in REFERENCES
+    ]
     for name, env, cwd in checkouts:
-        for args in COMMANDS:
-            label = "python -m fdaimpute " + " ".join(args)
-            command = [sys.executable, "-m", "fdaimpute", *args]
-            out.append((label, name, command, env, cwd))
+        for args, status in COMMANDS:
+            label = "python -m fdaimpute " + " ".join(
+                a.replace("{data}", "data.csv").replace("{taken}", "taken.csv")
+                for a in args
+            )
+            if status:
+                label += " (refused)"
+            filled = [a.format(**files) for a in args]
+            command = [sys.executable, "-m", "fdaimpute", *filled]
+            out.append((label, name, command, env, cwd, status))
     return out
 
 
@@ -107,14 +145,21 @@ def main(argv=None):
             raise SystemExit(f"{path}: a child process imports fdaimpute from {found}")
         checkouts.append((checkout_label(path), env, cwd))
 
-    todo = jobs(checkouts)
+    folder = Path(tempfile.mkdtemp(prefix="cli_startup_"))
+    files = {"data": str(folder / "data.csv"), "taken": str(folder / "taken.csv")}
+    Path(files["data"]).write_text("id,time,value\na,0,1\na,1,2\n")
+    Path(files["taken"]).write_text("not to be replaced\n")
+    todo = jobs(checkouts, files)
     load = os.getloadavg()[0]
     times = {(label, name): [] for label, name, *_ in todo}
-    for round_ in range(args.repeats + 1):
-        for label, name, command, env, cwd in todo:
-            took = seconds(command, env, cwd)
-            if round_ > 0:  # the first round warms the file cache
-                times[label, name].append(took)
+    try:
+        for round_ in range(args.repeats + 1):
+            for label, name, command, env, cwd, status in todo:
+                took = seconds(command, env, cwd, status)
+                if round_ > 0:  # the first round warms the file cache
+                    times[label, name].append(took)
+    finally:
+        shutil.rmtree(folder)
 
     interpreter = statistics.median(times[REFERENCES[0][0], ""])
     rows = []
