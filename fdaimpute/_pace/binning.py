@@ -181,8 +181,9 @@ class CovMoments:
 
 
 #: Entries of the dense subjects x bins block that :func:`_gram` multiplies at
-#: once (32 MiB of float64).
-GRAM_BLOCK = 1 << 22
+#: once (4 MiB of float64: no slower than larger blocks, which raised the
+#: peak memory of a whole PACE job).
+GRAM_BLOCK = 1 << 19
 
 #: Up to this many bins the binned sums per subject are multiplied as a dense
 #: block (one BLAS product); beyond, as a sparse matrix, whose cost follows
