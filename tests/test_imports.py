@@ -44,6 +44,30 @@ def test_every_public_name_resolves():
 _CLI_HEAVY = ("sklearn", "scipy.stats", "pandas", "torch")
 
 
+def _cli_in_a_fresh_process(argv):
+    """What ``main(argv)`` gives in a new interpreter: its exit code (a
+    SystemExit's message as text), whether it printed anything, and which of
+    the heavy libraries it loaded."""
+    script = (
+        "import contextlib, io, sys\n"
+        "from fdaimpute.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out, "
+        "contextlib.redirect_stderr(io.StringIO()) as err:\n"
+        "    try:\n"
+        f"        code = main({argv!r})\n"
+        "    except SystemExit as exc:\n"
+        "        code = exc.code\n"
+        "print(code)\n"
+        "print(len(out.getvalue() + err.getvalue()) > 0)\n"
+        f"print(sorted(m for m in {_CLI_HEAVY!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    code, printed, heavy = out.stdout.splitlines()
+    return code, printed == "True", heavy
+
+
 @pytest.mark.parametrize(
     "argv, code",
     [
@@ -64,23 +88,8 @@ _CLI_HEAVY = ("sklearn", "scipy.stats", "pandas", "torch")
 def test_cli_answers_help_version_and_errors_without_the_heavy_libraries(argv, code):
     # what `fdaimpute --help` costs is mostly imports: scikit-learn with
     # SciPy's statistics and pandas is about a second, torch more
-    script = (
-        "import contextlib, io, sys\n"
-        "from fdaimpute.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()) as out, "
-        "contextlib.redirect_stderr(io.StringIO()) as err:\n"
-        "    try:\n"
-        f"        code = main({argv!r})\n"
-        "    except SystemExit as exc:\n"
-        "        code = exc.code\n"
-        "print(code, len(out.getvalue() + err.getvalue()) > 0)\n"
-        f"print(sorted(m for m in {_CLI_HEAVY!r} if m in sys.modules))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    )
-    status, heavy = out.stdout.splitlines()
-    assert status == f"{code} True"
+    status, printed, heavy = _cli_in_a_fresh_process(argv)
+    assert (status, printed) == (str(code), True)
     assert heavy == "[]"
 
 
@@ -93,20 +102,9 @@ def test_a_refused_output_stops_before_the_method_is_imported(tmp_path, command)
     taken.write_text("keep me\n")
     data = tmp_path / "data.csv"
     data.write_text("id,time,value\na,0,1\na,1,2\n")
-    argv = [command[0], str(data), *command[1:], str(taken)]
-    script = (
-        "import sys\n"
-        "from fdaimpute.cli import main\n"
-        "try:\n"
-        f"    main({argv!r})\n"
-        "except SystemExit as exc:\n"
-        "    print(exc.code)\n"
-        f"print(sorted(m for m in {_CLI_HEAVY!r} if m in sys.modules))\n"
+    message, _, heavy = _cli_in_a_fresh_process(
+        [command[0], str(data), *command[1:], str(taken)]
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    )
-    message, heavy = out.stdout.splitlines()
     assert "exists; pass --force to replace it" in message
     assert heavy == "[]"
     assert taken.read_text() == "keep me\n"
