@@ -164,24 +164,27 @@ def split_held_out(data, fraction=0.2, *, min_keep=1, random_state=None):
 
     Each subject with more than ``min_keep`` observations hides
     ``max(1, round(fraction * n_i))`` of them, at random, keeping at least
-    ``min_keep``; subjects with ``n_i <= min_keep`` hide none.
+    ``min_keep``; subjects with ``n_i <= min_keep`` hide none. With several
+    variables (a :class:`~fdaimpute.multivariate.MultivariateIrregularData`)
+    each variable of a subject is split so on its own: a subject keeps
+    ``min_keep`` observations of every variable it was observed on.
 
     Parameters
     ----------
-    data : IrregularData or accepted input
+    data : IrregularData, MultivariateIrregularData or accepted input
         The subjects.
     fraction : float, default=0.2
         Share of each subject's points to hide, in (0, 1).
     min_keep : int, default=1
-        Observations each subject keeps.
+        Observations each subject keeps (of each variable).
     random_state : int, Generator or None
         Seed.
 
     Returns
     -------
-    visible : IrregularData
-        All subjects with their kept observations.
-    hidden : IrregularData
+    visible : IrregularData or MultivariateIrregularData
+        All subjects with their kept observations (and their covariates).
+    hidden : IrregularData or MultivariateIrregularData
         The subjects that hid something, with the hidden observations.
     rows : ndarray of int
         Positions in ``visible`` of the subjects in ``hidden``.
@@ -196,31 +199,45 @@ def split_held_out(data, fraction=0.2, *, min_keep=1, random_state=None):
     ([3, 1], [2, 1], [0, 1])
     """
     from fdaimpute.data import IrregularData
+    from fdaimpute.multivariate import MultivariateIrregularData
 
-    data = _as_data(data)
+    several = isinstance(data, MultivariateIrregularData)
+    if not several:
+        data = _as_data(data)
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must be in (0, 1), got {fraction}")
     rng = np.random.default_rng(random_state)
-    counts = data.n_obs
+    subject = data.subject_index
+    # what is split on its own: a subject, or one variable of a subject
+    width = data.n_variables if several else 1
+    group = subject * width + data.variable if several else subject
+    counts = np.bincount(group, minlength=len(data) * width)
     n_hide = np.maximum(1, np.round(fraction * counts)).astype(np.int64)
     n_hide = np.clip(n_hide, 0, np.maximum(counts - min_keep, 0))
-    subject = data.subject_index
-    order = np.lexsort((rng.random(subject.size), subject))
+    order = np.lexsort((rng.random(subject.size), group))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     rank = np.empty(subject.size, dtype=np.int64)
-    rank[order] = np.arange(subject.size) - np.repeat(data.offsets[:-1], counts)
-    hide = rank < n_hide[subject]
+    rank[order] = np.arange(subject.size) - starts[group[order]]
+    hide = rank < n_hide[group]
 
     def part(mask, rows):
-        sub = subject[mask]
-        per = np.bincount(sub, minlength=len(data))[rows]
-        return IrregularData(
+        per = np.bincount(subject[mask], minlength=len(data))[rows]
+        offsets = np.concatenate([[0], np.cumsum(per)])
+        if not several:
+            return IrregularData(
+                data.times[mask], data.values[mask], offsets, data.ids[rows]
+            )
+        return MultivariateIrregularData(
             data.times[mask],
             data.values[mask],
-            np.concatenate([[0], np.cumsum(per)]),
+            data.variable[mask],
+            offsets,
+            data.variables,
             data.ids[rows],
+            {name: column[rows] for name, column in data.covariates.items()},
         )
 
-    rows = np.flatnonzero(n_hide > 0)
+    rows = np.flatnonzero(n_hide.reshape(len(data), width).sum(axis=1) > 0)
     return part(~hide, np.arange(len(data))), part(hide, rows), rows
 
 
@@ -286,6 +303,12 @@ def held_out_error(
     >>> bool(error > 0)
     True
     """
+    if _several_variables(data):
+        raise TypeError(
+            "held_out_error scores one variable; for several, hide values with "
+            "split_held_out (it splits each variable of a subject) and compare "
+            "the imputer's curves at the hidden times with them"
+        )
     visible, hidden, rows = split_held_out(
         data, fraction, min_keep=min_keep, random_state=random_state
     )
@@ -427,6 +450,12 @@ def curve_scorer(*args, scale=1.0):
             f" got {len(args)} positional argument(s)"
         )
     return _CurveScorer(scale)
+
+
+def _several_variables(data):
+    from fdaimpute.multivariate import MultivariateIrregularData
+
+    return isinstance(data, MultivariateIrregularData)
 
 
 def _as_data(data):

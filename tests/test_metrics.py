@@ -70,6 +70,51 @@ def test_split_held_out_partitions_each_subject():
         assert not set(tv_) & set(th)
 
 
+def test_split_held_out_splits_each_variable_of_a_subject_on_its_own():
+    from fdaimpute.multivariate import MultivariateIrregularData
+
+    # subject a: 10 points of x and 3 of y; b: 1 of x and 5 of y; c: 2 of y
+    times = [*range(10), 0, 1, 2, 0, 0, 1, 2, 3, 4, 5, 6]
+    variable = [0] * 10 + [1] * 3 + [0] + [1] * 5 + [1] * 2
+    data = MultivariateIrregularData(
+        np.asarray(times, dtype=float),
+        np.arange(21.0),
+        np.asarray(variable),
+        [0, 13, 19, 21],
+        ["x", "y"],
+        ["a", "b", "c"],
+        {"sex": np.array(["f", "m", "f"])},
+    )
+    visible, hidden, rows = split_held_out(data, 0.3, min_keep=2, random_state=0)
+    # per variable: max(1, round(0.3 n)) hidden, two kept; b's single x and
+    # c's two y points stay
+    assert_array_equal(hidden.counts, [[3, 1], [0, 2]])
+    assert_array_equal(visible.counts, [[7, 2], [1, 3], [0, 2]])
+    assert_array_equal(rows, [0, 1])
+    assert_array_equal(hidden.ids, ["a", "b"])
+    assert_array_equal(hidden.covariates["sex"], ["f", "m"])
+    assert_array_equal(visible.covariates["sex"], ["f", "m", "f"])
+    # together the two halves are the data, each value once, at its own
+    # time and variable
+    for r, k in enumerate(rows):
+        seen = visible.take([k])
+        kept = set(zip(seen.variable, seen.times, seen.values))
+        gone = set(
+            zip(
+                *(getattr(hidden.take([r]), a) for a in ("variable", "times", "values"))
+            )
+        )
+        whole = data.take([k])
+        assert kept | gone == set(zip(whole.variable, whole.times, whole.values))
+        assert not kept & gone
+
+
+def test_held_out_error_refuses_several_variables_with_a_pointer():
+    sim = fi.simulate.multivariate_gaussian(n=30, random_state=0)
+    with pytest.raises(TypeError, match="split_held_out"):
+        held_out_error(fi.KernelImputer(), sim.train.data, refit=True)
+
+
 def test_held_out_error_of_the_oracle_is_noise_plus_posterior_variance():
     sim = fi.simulate.sand_paper(
         n=3000, n_obs=30, n_harmonics=3, scores="gauss", split=(0, 0, 1), random_state=0
