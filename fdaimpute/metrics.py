@@ -166,8 +166,8 @@ def split_held_out(data, fraction=0.2, *, min_keep=1, random_state=None):
     ``max(1, round(fraction * n_i))`` of them, at random, keeping at least
     ``min_keep``; subjects with ``n_i <= min_keep`` hide none. With several
     variables (a :class:`~fdaimpute.multivariate.MultivariateIrregularData`)
-    each variable of a subject is split so on its own: a subject keeps
-    ``min_keep`` observations of every variable it was observed on.
+    each variable of a subject is split that way on its own: a subject
+    keeps ``min_keep`` observations of every variable it was observed on.
 
     Parameters
     ----------
@@ -201,7 +201,7 @@ def split_held_out(data, fraction=0.2, *, min_keep=1, random_state=None):
     from fdaimpute.data import IrregularData
     from fdaimpute.multivariate import MultivariateIrregularData
 
-    several = isinstance(data, MultivariateIrregularData)
+    several = _several_variables(data)
     if not several:
         data = _as_data(data)
     if not 0 < fraction < 1:
