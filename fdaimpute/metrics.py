@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from fdaimpute._core.validation import as_irregular
+from fdaimpute._core.validation import as_irregular, is_variables_frame
 
 __all__ = [
     "curve_scorer",
@@ -202,8 +202,7 @@ def split_held_out(data, fraction=0.2, *, min_keep=1, random_state=None):
     from fdaimpute.multivariate import MultivariateIrregularData
 
     several = _several_variables(data)
-    if not several:
-        data = _as_data(data)
+    data = _as_several(data) if several else _as_data(data)
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must be in (0, 1), got {fraction}")
     rng = np.random.default_rng(random_state)
@@ -453,9 +452,19 @@ def curve_scorer(*args, scale=1.0):
 
 
 def _several_variables(data):
+    """Whether ``data`` holds several variables, as the imputers judge it."""
     from fdaimpute.multivariate import MultivariateIrregularData
 
-    return isinstance(data, MultivariateIrregularData)
+    return isinstance(data, MultivariateIrregularData) or is_variables_frame(data)
+
+
+def _as_several(data):
+    """Several variables as a MultivariateIrregularData (from a long table)."""
+    from fdaimpute.multivariate import MultivariateIrregularData
+
+    if isinstance(data, MultivariateIrregularData):
+        return data
+    return MultivariateIrregularData.from_long(data)
 
 
 def _as_data(data):

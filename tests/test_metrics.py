@@ -109,10 +109,22 @@ def test_split_held_out_splits_each_variable_of_a_subject_on_its_own():
         assert not kept & gone
 
 
-def test_held_out_error_refuses_several_variables_with_a_pointer():
+def test_a_long_table_of_several_variables_splits_as_its_data_does():
     sim = fi.simulate.multivariate_gaussian(n=30, random_state=0)
+    data = sim.train.data
+    from_table = split_held_out(data.to_long(), 0.3, min_keep=2, random_state=4)
+    from_data = split_held_out(data, 0.3, min_keep=2, random_state=4)
+    assert from_table[0] == from_data[0] and from_table[1] == from_data[1]
+    assert_array_equal(from_table[2], from_data[2])
+
+
+@pytest.mark.parametrize("as_table", [False, True])
+def test_held_out_error_refuses_several_variables_with_a_pointer(as_table):
+    data = fi.simulate.multivariate_gaussian(n=30, random_state=0).train.data
     with pytest.raises(TypeError, match="split_held_out"):
-        held_out_error(fi.KernelImputer(), sim.train.data, refit=True)
+        held_out_error(
+            fi.KernelImputer(), data.to_long() if as_table else data, refit=True
+        )
 
 
 def test_held_out_error_of_the_oracle_is_noise_plus_posterior_variance():
