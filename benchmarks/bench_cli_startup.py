@@ -114,8 +114,7 @@ def jobs(checkouts, files):
     for name, env, cwd in checkouts:
         for args, status in COMMANDS:
             label = "python -m fdaimpute " + " ".join(
-                a.replace("{data}", "data.csv").replace("{taken}", "taken.csv")
-                for a in args
+                a.format(data="data.csv", taken="taken.csv") for a in args
             )
             if status:
                 label += " (refused)"

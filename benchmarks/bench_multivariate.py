@@ -210,14 +210,15 @@ def attribute_seed(seed, n_train, n_test, covariates=False):
         z = np.concatenate([np.ones((z.shape[0], 1)), z], axis=1)
         return imp._effect_at(beta, imp.work_grids_[j], t, z)
 
-    def true_shift_centred(j, t, given):
-        # the true shift less its value at the fit's covariate centre (the
-        # fit's mu0 holds that part)
-        centre = {"age": np.full(t.size, imp.covariate_encoding_["age"]["centre"])}
-        centre["group"] = np.full(t.size, "a")
-        return process.covariate_shift(j, t, given) - process.covariate_shift(
-            j, t, centre
-        )
+    def at_centre(t):
+        # the covariates where the fit's design is zero (the numeric ones at
+        # their centre, the categorical ones at their reference level): the
+        # true mean there is what the fit's mu0 estimates
+        zero = {
+            name: code["centre"] if code["kind"] == "numeric" else code["reference"]
+            for name, code in imp.covariate_encoding_.items()
+        }
+        return {name: np.full(t.size, value) for name, value in zero.items()}
 
     def error(mean, cov, noise):
         means = [
@@ -230,10 +231,8 @@ def attribute_seed(seed, n_train, n_test, covariates=False):
         elif covariates and mean == "effects":
 
             def shift(j, t, given):
-                return (
-                    process.covariate_shift(j, t, given)
-                    - true_shift_centred(j, t, given)
-                    + fitted_shift(j, t, given, with_intercept=False)
+                return process.covariate_shift(j, t, at_centre(t)) + fitted_shift(
+                    j, t, given, with_intercept=False
                 )
 
         bases, variances = process.bases, process.score_var
@@ -412,6 +411,7 @@ def _labelled(section, label):
 
 
 def _titled(title, label):
+    """The docs section's title, with ``--label`` in brackets where given."""
     return f"{title} ({label})" if label else title
 
 
