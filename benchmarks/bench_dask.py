@@ -242,6 +242,9 @@ def main(argv=None):
     parser.add_argument(
         "--what", nargs="+", choices=["fits", "reads"], default=["fits", "reads"]
     )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="runs of each fit (interleaved)"
+    )
     parser.add_argument("--write", action="store_true", help="update the docs")
     parser.add_argument("--one", choices=["read", "fit_chunks", "dask"])
     parser.add_argument("--path")
@@ -306,36 +309,59 @@ def read_row(n_obs, csv, parquet, repeats=READ_REPEATS):
 
 
 def fit_rows(n_obs, parquet, args):
-    base = run_one(
-        "--one",
-        "fit_chunks",
-        "--path",
-        parquet,
-        "--rows-per-group",
-        args.rows_per_group,
-    )
-    yield (
-        f"| {n_obs:,} | fit_chunks (1 process) | {base['fit_s']:.1f} | 1.00x "
-        f"| {base['peak_mib']:.0f} | - | - |"
-    )
+    """The table's rows at ``n_obs``: each fit run ``args.repeats`` times,
+    the runs interleaved (fit_chunks, every Dask setting, then again), each
+    row the run of median wall time."""
     runs = [(workers, flag) for workers in args.workers for flag in ("", "--persist")]
     runs.append((max(args.workers), "--dask-malloc"))
+    chunks = ["--one", "fit_chunks", "--path", parquet]
+    chunks += ["--rows-per-group", args.rows_per_group]
+    got = {"base": []}
+    for _ in range(args.repeats):
+        got["base"].append(run_one(*chunks))
+        for workers, flag in runs:
+            flags = [flag] if flag else []
+            command = ["--one", "dask", "--path", parquet, "--workers", workers]
+            got.setdefault((workers, flag), []).append(run_one(*command, *flags))
+    median = {key: _median_run(found) for key, found in got.items()}
+    base = median["base"]
+    yield (
+        f"| {n_obs:,} | fit_chunks (1 process) | {base['fit_s']:.1f} | 1.00x "
+        f"| {base['peak_mib']:.0f} | - | {_spread(got['base']) or '-'} |"
+    )
     labels = {"": "", "--persist": ", persist", "--dask-malloc": ", Dask's malloc"}
     for workers, flag in runs:
-        flags = [flag] if flag else []
-        got = run_one("--one", "dask", "--path", parquet, "--workers", workers, *flags)
-        gap = np.max(np.abs(np.subtract(got["eigenvalues"], base["eigenvalues"])))
-        peaks = ", ".join(f"{p:.0f}" for p in got["worker_peak_mib"])
+        run = median[workers, flag]
+        gap = np.max(np.abs(np.subtract(run["eigenvalues"], base["eigenvalues"])))
+        peaks = ", ".join(f"{p:.0f}" for p in run["worker_peak_mib"])
         label = f"fit_dask, {workers} worker(s){labels[flag]}"
-        busy = ", ".join(f"{b:.1f}" for b in got["worker_busy_s"])
-        yield (
-            f"| {n_obs:,} | {label} | {got['fit_s']:.1f} "
-            f"| {base['fit_s'] / got['fit_s']:.2f}x | {peaks} | {busy} "
-            f"| cluster start {got['start_s']:.0f} s, client peak "
-            f"{got['peak_mib']:.0f} MiB, results held by Dask at most "
-            f"{got['worker_held_peak_mib']:.0f} MiB a worker, eigenvalues "
-            f"within {gap:.0e} |"
+        busy = ", ".join(f"{b:.1f}" for b in run["worker_busy_s"])
+        notes = (
+            f"cluster start {run['start_s']:.0f} s, client peak "
+            f"{run['peak_mib']:.0f} MiB, results held by Dask at most "
+            f"{run['worker_held_peak_mib']:.0f} MiB a worker, eigenvalues "
+            f"within {gap:.0e}"
         )
+        spread = _spread(got[workers, flag])
+        yield (
+            f"| {n_obs:,} | {label} | {run['fit_s']:.1f} "
+            f"| {base['fit_s'] / run['fit_s']:.2f}x | {peaks} | {busy} "
+            f"| {spread + ', ' if spread else ''}{notes} |"
+        )
+
+
+def _median_run(runs):
+    """The run of median wall time (the lower middle one of an even number)."""
+    order = np.argsort([run["fit_s"] for run in runs], kind="stable")
+    return runs[order[(len(runs) - 1) // 2]]
+
+
+def _spread(runs):
+    """The wall times of the repeats, where there are several."""
+    if len(runs) < 2:
+        return ""
+    times = sorted(run["fit_s"] for run in runs)
+    return f"{len(runs)} runs {times[0]:.1f}-{times[-1]:.1f} s"
 
 
 def report_fits(rows, args):
@@ -367,7 +393,10 @@ def report_fits(rows, args):
             "worker's busy seconds are the time its tasks computed (Dask's task "
             "stream): against the wall time they show the waits. Peak "
             "RSS is per process and includes the imports. Each measurement ran "
-            "in a fresh process; for Dask the workers and the client share the "
+            f"in a fresh process, {args.repeats} time(s) per row, the repeats "
+            "interleaved (fit_chunks, then each Dask row, then again); a row is "
+            "its run of median wall time (speed-up: its wall time against "
+            "fit_chunks' median run); for Dask the workers and the client share the "
             "machine's cores (other jobs may too: see the load average below), "
             "so compare within one run only.\n\n" + table + "\n\n"
             f"Load average at the end of the run: {os.getloadavg()[0]:.1f}.\n"

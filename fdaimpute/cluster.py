@@ -27,11 +27,13 @@ without one. Needs ``dask[dataframe]`` (``pip install 'fdaimpute[dask]'``).
 from __future__ import annotations
 
 import warnings
-from functools import reduce
+from dataclasses import replace
+from functools import partial, reduce
 
 import numpy as np
 
 from fdaimpute._core.columns import curve_columns
+from fdaimpute._core.ids import subject_codes
 from fdaimpute._pace import chunked as _chunked
 from fdaimpute.data import IrregularData
 
@@ -128,21 +130,32 @@ def _summary(frame, id_column):
     about 0.55 GiB to its peak (``benchmarks/bench_dask.py`` at 10^8
     observations).
     """
-    import pandas as pd
+    found = _scan_ids(frame, id_column)
+    return None if found is None else found[0]
 
+
+def _scan_ids(frame, id_column):
+    """``(summary, last_at)``: :func:`_summary`, and the position of the
+    last row's subject among the partition's subjects (None for no rows)."""
     ids = frame[id_column]
     if len(ids) == 0:
         return None
-    missing = ids.isna().to_numpy()
+    _check_ids(frame, id_column)
+    codes, labels = subject_codes(ids, id_column)
+    later = np.flatnonzero(codes != 0)
+    head_whole = later.size == 0 or not np.any(codes[later[0] :] == 0)
+    last_at = int(codes[-1])
+    return (_id_hashes(labels), labels[0], head_whole, labels[last_at]), last_at
+
+
+def _check_ids(frame, id_column):
+    """Raise if a subject id of the partition ``frame`` is missing."""
+    missing = frame[id_column].isna().to_numpy()
     if missing.any():
         raise ValueError(
             f"column {id_column!r} has missing subject ids (at row "
             f"{frame.index[int(np.argmax(missing))]!r} of a partition)"
         )
-    codes, uniques = pd.factorize(ids, sort=False)
-    later = np.flatnonzero(codes != 0)
-    head_whole = later.size == 0 or not np.any(codes[later[0] :] == 0)
-    return _id_hashes(uniques), uniques[0], head_whole, uniques[codes[-1]]
 
 
 def _id_hashes(ids):
@@ -221,10 +234,73 @@ def _gathered(dask, tasks):
     return out
 
 
-def _summaries(dask, df, id_column):
-    """Each partition's :func:`_summary`, reading the id column alone."""
-    ids = df[[id_column]].to_delayed()
-    return _gathered(dask, [dask.delayed(_summary)(p, id_column) for p in ids])
+def _scanned(dask, df, id, scan, ids_only, stacklevel):
+    """``scan`` of every partition, sorting by ``id`` first if need be.
+
+    ``scan(partition)`` gives None for no rows, else a tuple whose first
+    item is the partition's :func:`_summary`; ``ids_only`` gives it the id
+    column alone. When the summaries show subjects scattered over
+    partitions, the frame is sorted by ``id`` (a shuffle, with a warning)
+    and scanned again.
+
+    Returns
+    -------
+    parts : list of dask.delayed.Delayed
+        The partitions (of the sorted frame after a sort).
+    scans : list
+        ``scan`` of each partition.
+    plan : tuple
+        :func:`_plan` of the summaries.
+    """
+
+    def scan_all(frame):
+        source = frame[[id]] if ids_only else frame
+        return frame.to_delayed(), _gathered(
+            dask, [dask.delayed(scan)(p) for p in source.to_delayed()]
+        )
+
+    def summaries(scans):
+        return [None if found is None else found[0] for found in scans]
+
+    parts, scans = scan_all(df)
+    plan = _plan(summaries(scans))
+    if plan is None:
+        warnings.warn(
+            f"the rows of some subjects lie in several partitions; sorting the "
+            f"frame by {id!r} (a shuffle) so that each partition holds whole "
+            "subjects, which then come in id order",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+        parts, scans = scan_all(df.sort_values(id))
+        plan = _plan(summaries(scans), check_duplicates=False)
+        if plan is None:  # pragma: no cover - a sort puts each id in one place
+            raise RuntimeError(f"sorting by {id!r} left subjects split")
+    return parts, scans, plan
+
+
+def _moved(plan):
+    """Whether ``plan`` moves any rows."""
+    return any(plan[1])
+
+
+def _regrouped(dask, parts, plan, id, stacklevel):
+    """The partitions with the moves of ``plan`` made (delayed), warning of them."""
+    drop, take, last = plan
+    if not _moved(plan):
+        return parts
+    k = next(k for k, j in enumerate(take) if j)
+    warnings.warn(
+        f"{sum(len(j) for j in take)} partition edge(s) cut through a subject "
+        f"(the first: subject {last[k]}, partitions {k} and {take[k][0]}); "
+        "moving each such subject's rows into the partition where it starts",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+    return [
+        dask.delayed(_regroup)(p, id, drop[k], last[k], *[parts[j] for j in take[k]])
+        for k, p in enumerate(parts)
+    ]
 
 
 def whole_subject_frames(df, id="id", stacklevel=2):
@@ -250,39 +326,9 @@ def whole_subject_frames(df, id="id", stacklevel=2):
         One pandas DataFrame per partition (some may be empty).
     """
     dask, _ = require_dask("whole_subject_frames")
-    parts = df.to_delayed()
-    summaries = _summaries(dask, df, id)
-    plan = _plan(summaries)
-    if plan is None:
-        warnings.warn(
-            f"the rows of some subjects lie in several partitions; sorting the "
-            f"frame by {id!r} (a shuffle) so that each partition holds whole "
-            "subjects, which then come in id order",
-            UserWarning,
-            stacklevel=stacklevel,
-        )
-        df = df.sort_values(id)
-        parts = df.to_delayed()
-        summaries = _summaries(dask, df, id)
-        plan = _plan(summaries, check_duplicates=False)
-        if plan is None:  # pragma: no cover - a sort puts each id in one place
-            raise RuntimeError(f"sorting by {id!r} left subjects split")
-    drop, take, last = plan
-    moved = [k for k, j in enumerate(take) if j]
-    if not moved:
-        return parts
-    k = moved[0]
-    warnings.warn(
-        f"{sum(len(j) for j in take)} partition edge(s) cut through a subject "
-        f"(the first: subject {last[k]}, partitions {k} and {take[k][0]}); "
-        "moving each such subject's rows into the partition where it starts",
-        UserWarning,
-        stacklevel=stacklevel,
-    )
-    return [
-        dask.delayed(_regroup)(p, id, drop[k], last[k], *[parts[j] for j in take[k]])
-        for k, p in enumerate(parts)
-    ]
+    scan = partial(_scan_ids, id_column=id)
+    parts, _, plan = _scanned(dask, df, id, scan, True, stacklevel + 1)
+    return _regrouped(dask, parts, plan, id, stacklevel + 1)
 
 
 def _irregular(frame, columns, duplicates):
@@ -296,8 +342,50 @@ def _irregular(frame, columns, duplicates):
 def _survey(data, max_distinct):
     if data is None:
         return None
-    # whole_subject_frames made each subject's rows one partition's
+    # the plan's hashes check that no subject is in two partitions
     return _chunked.survey_chunk(data, max_distinct, with_ids=False)
+
+
+def _scan(frame, columns, duplicates, max_distinct):
+    """The first pass on one partition as it lies (None for no rows).
+
+    ``(summary, survey, last_at)``: the :func:`_summary` of its ids, the
+    survey of its subjects, and the position among them of the subject of
+    its last row.
+    """
+    found = _scan_ids(frame, columns[0])
+    if found is None:
+        return None
+    summary, last_at = found
+    return (
+        summary,
+        _survey(_irregular(frame, columns, duplicates), max_distinct),
+        last_at,
+    )
+
+
+def _surveys_after_moves(scans, plan):
+    """Each partition's survey once ``plan`` has moved its rows.
+
+    A subject moved to the partition where it starts loses its leading
+    count in the partitions it leaves and adds it to the count there (at
+    the position of the subject of that partition's last row). The ranges
+    and distinct times stay with the partitions read: their union is the
+    same. A partition left without subjects keeps a survey of none.
+    """
+    drop, take, _ = plan
+    surveys = []
+    for k, found in enumerate(scans):
+        if found is None:
+            surveys.append(None)
+            continue
+        _, part, last_at = found
+        counts = part.counts[1:] if drop[k] is not None else part.counts.copy()
+        if take[k]:
+            at = last_at - (drop[k] is not None)
+            counts[at] += sum(scans[j][1].counts[0] for j in take[k])
+        surveys.append(replace(part, counts=counts))
+    return surveys
 
 
 def _on_frame(frame, columns, duplicates, work, *args, **kwargs):
@@ -322,34 +410,47 @@ def _tree(dask, tasks, add):
 def partition_passes(df, columns, duplicates="raise", persist=False):
     """The survey and the runner of :func:`fdaimpute._pace.chunked.fit_passes`
     over the partitions of ``df`` (see :meth:`PACEImputer.fit_dask
-    <fdaimpute.PACEImputer.fit_dask>`)."""
+    <fdaimpute.PACEImputer.fit_dask>`).
+
+    The survey reads each partition as it lies once, for both the plan of
+    :func:`whole_subject_frames` and the survey of its subjects; the
+    surveys of partitions that gain or lose a subject's rows are then
+    corrected on the client. With ``duplicates="average"``, where a move
+    may join a subject's duplicated times, the partitions are surveyed
+    afresh after the moves instead.
+    """
     dask, _ = require_dask("PACEImputer.fit_dask")
     _check_columns(df, columns)
-    frames = whole_subject_frames(df, columns[0], stacklevel=6)
-    if persist:
-        parts = [dask.delayed(_irregular)(f, columns, duplicates) for f in frames]
-        parts = list(dask.persist(*parts))
+    places, frames = [], []
 
-        def apply(work, k, *args, **kwargs):
-            return dask.delayed(work)(parts[k], *args, **kwargs)
-    else:
-
-        def apply(work, k, *args, **kwargs):
-            # one task reads, makes the subjects and works: no task per step
-            return dask.delayed(_on_frame)(
-                frames[k], columns, duplicates, work, *args, **kwargs
-            )
-
-    places = []
+    def apply(work, k, *args, **kwargs):
+        if persist:
+            return dask.delayed(work)(frames[k], *args, **kwargs)
+        # one task reads, makes the subjects and works: no task per step
+        return dask.delayed(_on_frame)(
+            frames[k], columns, duplicates, work, *args, **kwargs
+        )
 
     def survey(max_distinct):
-        found = _gathered(
-            dask, [apply(_survey, k, max_distinct) for k in range(len(frames))]
+        scan = partial(
+            _scan, columns=columns, duplicates=duplicates, max_distinct=max_distinct
         )
+        # warnings point at the caller of fit_dask
+        parts, scans, plan = _scanned(dask, df, columns[0], scan, False, 5)
+        frames[:] = _regrouped(dask, parts, plan, columns[0], 5)
+        if persist:
+            made = [dask.delayed(_irregular)(f, columns, duplicates) for f in frames]
+            frames[:] = dask.persist(*made)
+        if duplicates == "average" and _moved(plan):
+            found = _gathered(
+                dask, [apply(_survey, k, max_distinct) for k in range(len(frames))]
+            )
+        else:
+            found = _surveys_after_moves(scans, plan)
         first_subject, first_obs = 0, 0
         places.clear()
         for k, part in enumerate(found):
-            if part is None:
+            if part is None or part.n_subjects == 0:
                 continue
             n_obs = int(part.counts.sum())
             place = _chunked.Place(first_subject, first_obs, part.n_subjects, n_obs)

@@ -579,8 +579,8 @@ default="cv"
             What to do with two observations of a subject at one time.
         persist : bool, default=False
             Keep each partition's subjects in its worker's memory between
-            the passes, so that the input is read twice (once to find the
-            subjects' partitions) instead of four times; the cluster then
+            the passes, so that the input is read twice (the survey, then once
+            to keep the subjects) instead of three times; the cluster then
             holds all the observations (24 bytes each) at once.
 
         Returns

@@ -4,6 +4,7 @@ import warnings
 
 import _configs
 import numpy as np
+import pandas as pd
 import pytest
 
 import fdaimpute as fi
@@ -129,13 +130,52 @@ def test_fit_dask_gathers_per_subject_results_in_batches_without_ids(
     with pytest.warns(UserWarning, match="cut through a subject"):
         fitted = PACEImputer(random_state=0).fit_dask(df, *COLUMNS)
     _configs.assert_same_pace_model(fitted, whole)
-    assert gathered == [6, 6]  # the summaries, then the survey
+    assert gathered == [6]  # one scan gives both the plan and the survey
     assert surveys[0].id_hashes is None and surveys[0].n_subjects == len(data)
 
 
-def test_partition_summaries_carry_hashes_not_ids():
-    import pandas as pd
+def test_fit_dask_moves_count_where_the_subject_stands(client, data, frame):
+    # partition 0 ends with a subject that also opened it (rows [a, b, a]),
+    # and its rows go on in partition 1: the moved count is added to that
+    # subject, the first of partition 0, not to the last subject
+    a, b = frame["who"].unique()[:2]
+    rows = frame[frame["who"] == a]
+    head = frame[frame["who"] == b]
+    rest = frame[~frame["who"].isin([a, b])]
+    table = pd.concat([rows.iloc[:2], head, rows.iloc[2:4], rows.iloc[4:], rest])
+    table = table.reset_index(drop=True)
+    assert len(rows) > 4
+    whole = PACEImputer(random_state=0).fit(IrregularData.from_long(table, *COLUMNS))
+    df = _cut(table, [2 + len(head) + 2, 2 + len(head) + 3, 900])
+    with pytest.warns(UserWarning, match="cut through a subject"):
+        fitted = PACEImputer(random_state=0).fit_dask(df, *COLUMNS)
+    _configs.assert_same_pace_model(fitted, whole)
 
+
+def test_fit_dask_averages_duplicates_across_a_cut(client, data, frame):
+    # a subject's duplicated time lies on both sides of a partition edge:
+    # averaged once joined, as in memory (the counts are then not the sums
+    # of the two sides')
+    ids = frame["who"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    first = frame.iloc[starts[5] : starts[6]]
+    assert len(first) >= 2
+    twin = first.iloc[[0]].assign(bmi=first["bmi"].iloc[0] + 1.0)
+    table = pd.concat([frame.iloc[: starts[6]], twin, frame.iloc[starts[6] :]])
+    table = table.reset_index(drop=True)
+    whole = PACEImputer(random_state=0).fit(
+        IrregularData.from_long(table, *COLUMNS, duplicates="average")
+    )
+    assert whole.n_subjects_fit_ == len(data)
+    df = _cut(table, [starts[6], 1000])
+    with pytest.warns(UserWarning, match="cut through a subject"):
+        fitted = PACEImputer(random_state=0).fit_dask(
+            df, *COLUMNS, duplicates="average"
+        )
+    _configs.assert_same_pace_model(fitted, whole)
+
+
+def test_partition_summaries_carry_hashes_not_ids():
     part = pd.DataFrame({"who": ["b", "b", "a", "c", "c"]})
     hashes, first, head_whole, last = cluster._summary(part, "who")
     assert (first, head_whole, last) == ("b", True, "c")
