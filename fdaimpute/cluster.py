@@ -254,10 +254,9 @@ def _scanned(dask, df, id, scan, ids_only, stacklevel):
     """
 
     def scan_all(frame):
-        source = frame[[id]] if ids_only else frame
-        return frame.to_delayed(), _gathered(
-            dask, [dask.delayed(scan)(p) for p in source.to_delayed()]
-        )
+        parts = frame.to_delayed()
+        source = frame[[id]].to_delayed() if ids_only else parts
+        return parts, _gathered(dask, [dask.delayed(scan)(p) for p in source])
 
     def summaries(scans):
         return [None if found is None else found[0] for found in scans]
