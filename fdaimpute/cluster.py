@@ -44,8 +44,10 @@ FAN_IN = 8
 
 #: Partitions whose per-subject results (id hashes, observation counts) are
 #: computed at once. Workers hold such results until the client takes the
-#: whole batch, so the batch, not the frame, bounds what they hold.
-GATHER_BATCH = 128
+#: whole batch, so the batch, not the frame, bounds what they hold (at 10^8
+#: observations a worker's peak was 433 MiB with 64, 444-475 with 128:
+#: ``benchmarks/results/dask/n1e8_gather_2026-11-28.txt``).
+GATHER_BATCH = 64
 
 
 #: glibc's allocator settings for the worker processes of :func:`local_cluster`.
