@@ -173,6 +173,12 @@ def test_fit_dask_averages_duplicates_across_a_cut(client, data, frame):
             df, *COLUMNS, duplicates="average"
         )
     _configs.assert_same_pace_model(fitted, whole)
+    # by default the joined subject's repeated time is refused, as in memory
+    with (
+        pytest.warns(UserWarning, match="cut through a subject"),
+        pytest.raises(ValueError, match="two observations at time"),
+    ):
+        PACEImputer(random_state=0).fit_dask(df, *COLUMNS)
 
 
 def test_partition_summaries_carry_hashes_not_ids():
