@@ -326,6 +326,26 @@ def test_cli_fit_on_workers_and_its_refusals(frame, tmp_path):
         _fit_command(path, tmp_path / "k.fdai", "--workers", "1", "--scheduler", "x")
 
 
+def test_cli_reads_parquet_row_groups_as_partitions(frame, tmp_path, monkeypatch):
+    # Dask's default reads a file this small as one partition, which only one
+    # worker would fit; the command line joins row groups up to a size
+    from fdaimpute._cli import cluster as cli_cluster
+
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "obs.parquet"
+    frame.to_parquet(path, index=False, row_group_size=400)
+    n_groups = -(-len(frame) // 400)
+    assert n_groups > 2
+    assert dd.read_parquet(path).npartitions == 1
+    got = cli_cluster.read_frame(str(path), COLUMNS)
+    assert got.npartitions == 1  # the whole file is under 8 MiB
+    monkeypatch.setattr(cli_cluster, "PARQUET_PARTITION", "1B")
+    got = cli_cluster.read_frame(str(path), COLUMNS)
+    assert got.npartitions == n_groups
+    assert len(got) == len(frame)
+    assert got["who"].dtype.kind not in "iub"  # ids as text
+
+
 def _allocator_settings():
     import os
 

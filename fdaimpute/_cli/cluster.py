@@ -73,6 +73,13 @@ def _client(args):
         yield client
 
 
+#: Largest partition of a Parquet input (its row groups' uncompressed size),
+#: row groups joined up to it. Dask's default reads a file of up to 256 MiB
+#: as one partition: 10^7 observations went to one worker, and ``--workers
+#: 2`` took 43 s where it now takes 9 s (``docs/distributed-pace.md``).
+PARQUET_PARTITION = "8MiB"
+
+
 def read_frame(path, names):
     """The long table at ``path`` as a Dask DataFrame, ids as text."""
     import dask.dataframe as dd
@@ -81,7 +88,12 @@ def read_frame(path, names):
 
     id_name = names[0]
     if is_parquet(path):
-        frame = dd.read_parquet(path, columns=list(names))
+        frame = dd.read_parquet(
+            path,
+            columns=list(names),
+            split_row_groups="adaptive",
+            blocksize=PARQUET_PARTITION,
+        )
         if frame[id_name].dtype.kind in "iub":  # as read_parquet reads them
             frame[id_name] = frame[id_name].astype(str)
         return frame
