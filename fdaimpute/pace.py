@@ -503,10 +503,14 @@ default="cv"
 
         The chunks are read three times (see :mod:`fdaimpute.chunks` and
         ``docs/pace.md``); the model is the one ``fit`` gives on all the
-        subjects in the order read, up to rounding. The rules that need all
-        observations at once (``bandwidth_mean="cv"``,
-        ``bandwidth_cov="gcv"``, ``n_components="aic"`` or ``"bic"``) are
-        refused.
+        subjects in the order read, up to rounding, except where ``fit``
+        would reject the chosen bandwidths for a training subject's
+        implausible curve (see Notes of the class): that check needs every
+        subject's curve and is not made here, so the bandwidths with the
+        least held-out error are kept (``transform`` still warns of an
+        implausible curve). The rules that need all observations at once
+        (``bandwidth_mean="cv"``, ``bandwidth_cov="gcv"``,
+        ``n_components="aic"`` or ``"bic"``) are refused.
 
         Parameters
         ----------
@@ -561,8 +565,9 @@ default="cv"
 
         Each pass of :meth:`fit_chunks` runs on every partition where it
         lies (with the same code as for a chunk) and the partitions' sums
-        are added on the workers; the model equals the one ``fit`` gives on
-        the subjects in the order of the frame, up to rounding. A subject
+        are added on the workers; the model equals the one ``fit_chunks``
+        gives, and so ``fit``'s on the subjects in the order of the frame,
+        up to rounding and with the same exception. A subject
         whose rows are split between partitions is joined in one partition
         first, with a warning (see :mod:`fdaimpute.cluster`). Runs on the
         active ``dask.distributed`` client, or on Dask's default scheduler
