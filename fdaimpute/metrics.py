@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from fdaimpute._core.validation import as_irregular, is_variables_frame
+from fdaimpute._core.validation import as_irregular
 
 __all__ = [
     "curve_scorer",
@@ -199,9 +199,12 @@ def split_held_out(data, fraction=0.2, *, min_keep=1, random_state=None):
     ([3, 1], [2, 1], [0, 1])
     """
     from fdaimpute.data import IrregularData
-    from fdaimpute.multivariate import MultivariateIrregularData
+    from fdaimpute.multivariate import (
+        MultivariateIrregularData,
+        holds_several_variables,
+    )
 
-    several = _several_variables(data)
+    several = holds_several_variables(data)
     data = _as_several(data) if several else _as_data(data)
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must be in (0, 1), got {fraction}")
@@ -302,7 +305,9 @@ def held_out_error(
     >>> bool(error > 0)
     True
     """
-    if _several_variables(data):
+    from fdaimpute.multivariate import holds_several_variables
+
+    if holds_several_variables(data):
         raise TypeError(
             "held_out_error scores one variable; for several, hide values with "
             "split_held_out (it splits each variable of a subject) and compare "
@@ -449,13 +454,6 @@ def curve_scorer(*args, scale=1.0):
             f" got {len(args)} positional argument(s)"
         )
     return _CurveScorer(scale)
-
-
-def _several_variables(data):
-    """Whether ``data`` holds several variables, as the imputers judge it."""
-    from fdaimpute.multivariate import MultivariateIrregularData
-
-    return isinstance(data, MultivariateIrregularData) or is_variables_frame(data)
 
 
 def _as_several(data):
