@@ -122,23 +122,17 @@ def local_cluster(n_workers, threads_per_worker=1, **options):
 
 # ---------------------------------------------------------------------- #
 # whole subjects in each partition
-def _summary(frame, id_column):
+def _scan_ids(frame, id_column):
     """What the plan needs of a partition's subjects (None for no rows).
 
-    ``(hashes, first, head_whole, last)``: a 64-bit hash of each subject id
-    in order of appearance, the first and last rows' subjects, and whether
-    the first subject's rows all lead the partition. Hashes, not the ids,
-    travel to the client: at 10^7 subjects the ids as Python objects added
-    about 0.55 GiB to its peak (``benchmarks/bench_dask.py`` at 10^8
-    observations).
+    ``(summary, last_at)``. The summary, ``(hashes, first, head_whole,
+    last)``: a 64-bit hash of each subject id in order of appearance, the
+    first and last rows' subjects, and whether the first subject's rows all
+    lead the partition; ``last_at``: the position of the last row's subject
+    among the partition's subjects. Hashes, not the ids, travel to the
+    client: at 10^7 subjects the ids as Python objects added about 0.55 GiB
+    to its peak (``benchmarks/bench_dask.py`` at 10^8 observations).
     """
-    found = _scan_ids(frame, id_column)
-    return None if found is None else found[0]
-
-
-def _scan_ids(frame, id_column):
-    """``(summary, last_at)``: :func:`_summary`, and the position of the
-    last row's subject among the partition's subjects (None for no rows)."""
     ids = frame[id_column]
     if len(ids) == 0:
         return None
@@ -240,10 +234,10 @@ def _scanned(dask, df, id, scan, ids_only, stacklevel):
     """``scan`` of every partition, sorting by ``id`` first if need be.
 
     ``scan(partition)`` gives None for no rows, else a tuple whose first
-    item is the partition's :func:`_summary`; ``ids_only`` gives it the id
-    column alone. When the summaries show subjects scattered over
-    partitions, the frame is sorted by ``id`` (a shuffle, with a warning)
-    and scanned again.
+    item is the partition's summary (see :func:`_scan_ids`); ``ids_only``
+    gives it the id column alone. When the summaries show subjects
+    scattered over partitions, the frame is sorted by ``id`` (a shuffle,
+    with a warning) and scanned again.
 
     Returns
     -------
@@ -350,9 +344,8 @@ def _survey(data, max_distinct):
 def _scan(frame, columns, duplicates, max_distinct):
     """The first pass on one partition as it lies (None for no rows).
 
-    ``(summary, survey, last_at)``: the :func:`_summary` of its ids, the
-    survey of its subjects, and the position among them of the subject of
-    its last row.
+    ``(summary, survey, last_at)``: the summary of its ids and ``last_at``
+    (see :func:`_scan_ids`), and the survey of its subjects.
     """
     found = _scan_ids(frame, columns[0])
     if found is None:

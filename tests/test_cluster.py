@@ -183,12 +183,12 @@ def test_fit_dask_averages_duplicates_across_a_cut(client, data, frame):
 
 def test_partition_summaries_carry_hashes_not_ids():
     part = pd.DataFrame({"who": ["b", "b", "a", "c", "c"]})
-    hashes, first, head_whole, last = cluster._summary(part, "who")
+    hashes, first, head_whole, last = cluster._scan_ids(part, "who")[0]
     assert (first, head_whole, last) == ("b", True, "c")
     assert hashes.dtype == np.uint64 and hashes.shape == (3,)
     assert np.unique(hashes).size == 3
     # the same id hashes alike in another partition
-    again = cluster._summary(pd.DataFrame({"who": ["c", "d"]}), "who")[0]
+    again = cluster._scan_ids(pd.DataFrame({"who": ["c", "d"]}), "who")[0][0]
     assert again[0] == hashes[2]
 
 
