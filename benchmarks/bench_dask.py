@@ -131,7 +131,7 @@ def measure_fit_chunks(path, rows):
     }
 
 
-def measure_dask(path, workers, persist, dask_malloc=False):
+def measure_dask(path, workers, persist, dask_malloc=False, read="row-groups"):
     import dask.dataframe as dd
     from distributed import Client, LocalCluster, get_task_stream
 
@@ -150,7 +150,7 @@ def measure_dask(path, workers, persist, dask_malloc=False):
         started = time.perf_counter() - start
         start = time.perf_counter()
         with _HeldByDask(client) as held, get_task_stream(client) as stream:
-            frame = dd.read_parquet(path, split_row_groups=True)
+            frame = _dask_frame(dd, path, read)
             pace = PACEImputer(random_state=0).fit_dask(
                 frame, *COLUMNS, persist=persist
             )
@@ -166,6 +166,18 @@ def measure_dask(path, workers, persist, dask_malloc=False):
         "partitions": frame.npartitions,
         "eigenvalues": pace.eigenvalues_.tolist(),
     }
+
+
+def _dask_frame(dd, path, read):
+    """The Parquet file as a Dask frame: one partition per row group, as
+    ``fdaimpute fit --workers`` reads it, or with Dask's default partitions."""
+    if read == "row-groups":
+        return dd.read_parquet(path, split_row_groups=True)
+    if read == "command-line":
+        from fdaimpute._cli.cluster import read_frame
+
+        return read_frame(str(path), COLUMNS)
+    return dd.read_parquet(path, columns=list(COLUMNS))
 
 
 def _busy_seconds(stream):
@@ -220,7 +232,9 @@ def one(args):
     elif kind == "fit_chunks":
         out = measure_fit_chunks(args.path, args.rows_per_group)
     else:
-        out = measure_dask(args.path, args.workers, args.persist, args.dask_malloc)
+        out = measure_dask(
+            args.path, args.workers, args.persist, args.dask_malloc, args.read
+        )
     out["peak_mib"] = _peak_mib()
     print(json.dumps(out))
 
@@ -253,6 +267,13 @@ def main(argv=None):
         "--dask-malloc",
         action="store_true",
         help="start the workers with Dask's allocator settings, not local_cluster's",
+    )
+    parser.add_argument(
+        "--read",
+        choices=["row-groups", "command-line", "dask-default"],
+        default="row-groups",
+        help="with --one dask: the frame's partitions (one per row group, as "
+        "`fdaimpute fit --workers` reads Parquet, or Dask's default)",
     )
     args = parser.parse_args(argv)
     if args.one:

@@ -75,8 +75,8 @@ def _client(args):
 
 #: Largest partition of a Parquet input (its row groups' uncompressed size),
 #: row groups joined up to it. Dask's default reads a file of up to 256 MiB
-#: as one partition: 10^7 observations went to one worker, and ``--workers
-#: 2`` took 43 s where it now takes 9 s (``docs/distributed-pace.md``).
+#: as one partition: 10^7 observations went to one worker, and two workers
+#: fitted them in 40.9 s against 7.6-7.8 s now (``docs/distributed-pace.md``).
 PARQUET_PARTITION = "8MiB"
 
 
