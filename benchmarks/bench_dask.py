@@ -45,7 +45,7 @@ from _report import write_section  # noqa: E402
 N_OBS_PER_SUBJECT = 10
 COLUMNS = ("id", "time", "value")
 #: Fresh processes per format for the read times (their medians are shown).
-READ_REPEATS = 3
+READ_REPEATS = 7
 
 
 def _peak_mib():

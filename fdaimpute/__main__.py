@@ -2,7 +2,7 @@
 
 import sys
 
-from fdaimpute.cli import main
+from fdaimpute.cli import command
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

@@ -305,6 +305,30 @@ def test_version_prints_the_package_version(capsys):
     assert capsys.readouterr().out.strip() == __version__
 
 
+def test_the_command_freezes_the_heap_before_exit_and_main_does_not():
+    import subprocess
+    import sys
+
+    # the command skips Python's last collections of every object it loaded;
+    # main, which tests and callers run in a process that goes on, leaves
+    # the collector alone
+    script = (
+        "import gc, sys; from fdaimpute.cli import command, main; "
+        "main(['--version']); print(gc.get_freeze_count()); "
+        "sys.argv = ['fdaimpute', '--version']; status = command(); "
+        "print(gc.get_freeze_count() > 0, status)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    lines = done.stdout.split()
+    assert lines[1] == "0" and lines[-2:] == ["True", "0"]
+    status = subprocess.run(
+        [sys.executable, "-m", "fdaimpute", "impute"], capture_output=True
+    )
+    assert status.returncode == 2  # argparse's refusal passes through
+
+
 def test_impute_without_a_method_uses_auto(long_csv, tmp_path, capsys):
     path, df = long_csv
     out = tmp_path / "curves.csv"

@@ -9,12 +9,25 @@ import pandas as pd
 import pytest
 
 import fdaimpute as fi
+from fdaimpute._io import csv_text
 from fdaimpute._io.csv_text import field, long_rows, wide_rows
 from fdaimpute.cli import main
 from fdaimpute.pace import PACEImputer
 
 # numbers whose shortest text is awkward: tiny, huge, negative zero, ties
 AWKWARD = [0.1, 1 / 3, -0.0, 1e-300, 5e-324, 1.7976931348623157e308, 1e16, -2.5e-7]
+
+
+@pytest.fixture(params=["repr", "arrow"])
+def formatter(request, monkeypatch):
+    """Floats formatted by repr, or by Arrow however small the block."""
+    if request.param == "arrow":
+        pytest.importorskip("pyarrow")
+        monkeypatch.setattr(csv_text, "ARROW_MIN_VALUES", 0)
+        monkeypatch.setattr(csv_text, "ARROW_SLAB_VALUES", 20)  # a few rows each
+    else:
+        monkeypatch.setattr(csv_text, "ARROW_MIN_VALUES", np.inf)
+    return request.param
 
 
 def _read(text):
@@ -29,7 +42,7 @@ def _matrix(rng, n, p):
 
 
 @pytest.mark.parametrize("header", [True, False])
-def test_wide_text_is_pandas_text(header):
+def test_wide_text_is_pandas_text(header, formatter):
     rng = np.random.default_rng(0)
     values = _matrix(rng, 30, 7)
     values[3, 2] = np.inf
@@ -44,7 +57,7 @@ def test_wide_text_is_pandas_text(header):
     assert wide_rows(ids, values, names if header else None) == want
 
 
-def test_wide_numbers_read_back_exactly_and_missing_values_stay_missing():
+def test_wide_numbers_read_back_exactly_and_missing_values_stay_missing(formatter):
     rng = np.random.default_rng(1)
     values = _matrix(rng, 40, 5)
     values[[2, 7], [0, 4]] = np.nan
@@ -59,7 +72,7 @@ def test_wide_numbers_read_back_exactly_and_missing_values_stay_missing():
     assert np.signbit(got.flat[2]) and got.flat[2] == 0.0  # -0.0 kept
 
 
-def test_long_text_is_pandas_text():
+def test_long_text_is_pandas_text(formatter):
     rng = np.random.default_rng(2)
     ids = np.array(["b", "a", "0012"], dtype=object)
     grid = np.linspace(0, 1, 4)
@@ -74,6 +87,33 @@ def test_long_text_is_pandas_text():
     )
     want = frame.to_csv(None, index=False)
     assert long_rows(ids, grid, [curves, std], ["who", "when", "y", "std"]) == want
+
+
+def test_arrow_writes_repr_text_at_every_magnitude(monkeypatch):
+    # Arrow's own text differs from repr for integers ("1"), tiny ("1e-5") and
+    # large numbers ("2.8753507931772537e+10"): those must still read as repr
+    pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(3)
+    values = rng.normal(size=(200, 60)) * 10.0 ** rng.integers(-12, 18, (200, 60))
+    values[::3, 5] = np.round(values[::3, 5])
+    values[::4, 6] = np.nan
+    values[:, 7] = np.arange(200.0) - 100
+    values[:, 8] = 28753507931.772537
+    want = [",".join("" if v != v else repr(v) for v in row) for row in values.tolist()]
+    monkeypatch.setattr(csv_text, "ARROW_MIN_VALUES", 0)
+    monkeypatch.setattr(csv_text, "ARROW_SLAB_VALUES", 1000)  # 16 rows a slab
+    assert csv_text._number_rows(values) == want
+
+
+def test_arrow_is_not_used_where_its_text_is_not_reprs(monkeypatch):
+    # a range where Arrow writes 1e-05 as 0.00001 fails the check at first use
+    pytest.importorskip("pyarrow")
+    monkeypatch.setattr(csv_text, "ARROW_RANGE", (1e-7, 1e9))
+    csv_text._arrow.cache_clear()
+    try:
+        assert csv_text._arrow() is None
+    finally:
+        csv_text._arrow.cache_clear()
 
 
 def test_fields_are_quoted_only_where_needed():

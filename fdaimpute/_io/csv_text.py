@@ -5,15 +5,33 @@ reads back as the same float (what pandas' ``to_csv`` writes, and it reads
 back exactly); a missing value is an empty field. Text fields are quoted
 only where needed (a comma, a quote or a line break in them), as pandas
 and the ``csv`` module do by default.
+
+Formatting a float is most of the time of writing curves (a million of
+them take about half a second through ``repr``). Where ``pyarrow`` is
+installed, large blocks are formatted by Arrow's cast to text, which writes
+the same shortest digits; its text differs from ``repr`` for integers, tiny
+and huge numbers (``1`` for ``1.0``, ``1e-5`` for ``1e-05``), so those
+values, outside :data:`ARROW_RANGE` or integral, are still written by
+``repr``, and the output is the same text either way.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 __all__ = ["field", "long_rows", "wide_rows"]
 
 _SPECIAL = (",", '"', "\n", "\r")
+
+# Non-integral magnitudes where Arrow's text of a float is repr's
+# (Arrow turns to exponents from 1e10 on with 17 digits, repr from 1e16).
+ARROW_RANGE = (1e-4, 1e9)
+# Fewer values than this are formatted by repr: as quick as importing pyarrow.
+ARROW_MIN_VALUES = 200_000
+# Values formatted by one call into Arrow (its buffers are about 40 bytes each).
+ARROW_SLAB_VALUES = 50_000
 
 
 def field(value):
@@ -37,11 +55,57 @@ def _number_rows(matrix):
     n_rows, n_cols = matrix.shape
     if n_cols == 0:
         return [""] * n_rows
+    if matrix.size >= ARROW_MIN_VALUES and _arrow() is not None:
+        return _arrow_number_rows(matrix)
     missing = np.isnan(matrix)
     if not missing.any():
         template = ",".join(["%r"] * n_cols)
         return [template % tuple(row) for row in matrix.tolist()]
     return [",".join("" if v != v else repr(v) for v in row) for row in matrix.tolist()]
+
+
+@functools.cache
+def _arrow():
+    """``pyarrow`` and its compute module, if installed and Arrow's text of
+    the floats in :data:`ARROW_RANGE` is repr's (checked once), else None."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:
+        return None
+    rng = np.random.default_rng(0)
+    low, high = np.log10(ARROW_RANGE)
+    probe = rng.choice([-1.0, 1.0], 1000) * 10 ** rng.uniform(low, high, 1000)
+    text = pc.cast(pa.array(probe), pa.large_string()).to_pylist()
+    if text != [repr(value) for value in probe.tolist()]:
+        return None
+    return pa, pc
+
+
+def _arrow_number_rows(matrix):
+    """:func:`_number_rows` formatted by Arrow (the same text), a slab of
+    :data:`ARROW_SLAB_VALUES` at a time, so that Arrow's buffers stay small."""
+    pa, pc = _arrow()
+    text_type = pa.large_string()
+    comma = pa.scalar(",", text_type)
+    low, high = ARROW_RANGE
+    n_rows, n_cols = matrix.shape
+    step = max(1, ARROW_SLAB_VALUES // n_cols)
+    rows = []
+    for start in range(0, n_rows, step):
+        slab = matrix[start : start + step]
+        values = slab.ravel(order="F")  # column after column
+        text = pc.cast(pa.array(values), text_type)
+        size = np.abs(values)
+        own = ~((size >= low) & (size < high) & (values != np.floor(values)))
+        if own.any():
+            fixed = ["" if v != v else repr(v) for v in values[own].tolist()]
+            fixed = pa.array(fixed, text_type)
+            text = pc.replace_with_mask(text, pa.array(own), fixed)
+        count = len(slab)
+        columns = (text.slice(j * count, count) for j in range(n_cols))
+        rows += pc.binary_join_element_wise(*columns, comma).to_pylist()
+    return rows
 
 
 def wide_rows(ids, matrix, header=None):
