@@ -130,6 +130,19 @@ def test_duplicates_raise_or_average():
     assert_array_equal(data.n_obs, [2, 1])
 
 
+def test_constructor_sorts_within_subjects_only_and_names_a_non_finite_value():
+    # 0.9 -> 0.1 is a pair across subjects; only b's 0.7 -> 0.3 is unsorted
+    data = IrregularData([0.5, 0.9, 0.1, 0.7, 0.3], [1, 2, 3, 4, 5.0], [0, 2, 5])
+    assert_array_equal(data.times, [0.5, 0.9, 0.1, 0.3, 0.7])
+    assert_array_equal(data.values, [1, 2, 3, 5, 4])
+    times = np.array([0.5, 0.9, 0.1, 0.3])
+    # already sorted within subjects: not reordered (no copy)
+    kept = IrregularData(times, [1, 2, 3, 4.0], [0, 2, 4])
+    assert np.shares_memory(kept.times, times)
+    with pytest.raises(ValueError, match=r"'b' .*non-finite value \(nan\) at obs"):
+        IrregularData(times, [1, 2, 3, np.nan], [0, 2, 4], ids=["a", "b"])
+
+
 @pytest.mark.parametrize(
     "times, values, ids, error, match",
     [

@@ -52,12 +52,10 @@ def check_storage(times, values, offsets, ids):
     if np.any(counts == 0):
         i = int(np.flatnonzero(counts == 0)[0])
         raise ValueError(f"{subject_label(ids, i)} has no observations")
-    subject = np.repeat(np.arange(n), counts)
     for arr, what in ((times, "time"), (values, "value")):
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            j = int(np.flatnonzero(bad)[0])
-            i = int(subject[j])
+        if not np.isfinite(arr).all():
+            j = int(np.flatnonzero(~np.isfinite(arr))[0])
+            i = int(np.searchsorted(offsets, j, side="right")) - 1
             raise ValueError(
                 f"{subject_label(ids, i)} has a non-finite {what} "
                 f"({arr[j]}) at observation {j - offsets[i]}"
@@ -73,11 +71,16 @@ def sort_within_subjects(times, values, offsets, ids, duplicates):
     ``(times, values, offsets)``, the inputs themselves when already sorted.
     """
     n = offsets.size - 1
-    subject = np.repeat(np.arange(n), np.diff(offsets))
-    if times.size < 2 or not np.any(
-        (np.diff(times) <= 0) & (subject[1:] == subject[:-1])
-    ):
+    if times.size < 2:
         return times, values, offsets
+    # a time not after the one before it, within a subject: the pairs
+    # across subjects end at the inner offsets
+    unsorted = np.diff(times) <= 0
+    cuts = offsets[1:-1]
+    unsorted[cuts[(cuts > 0) & (cuts < times.size)] - 1] = False
+    if not unsorted.any():
+        return times, values, offsets
+    subject = np.repeat(np.arange(n), np.diff(offsets))
     order = np.lexsort((times, subject))
     times, values = times[order], values[order]
     same = (np.diff(times) == 0) & (subject[1:] == subject[:-1])
