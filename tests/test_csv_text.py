@@ -153,3 +153,30 @@ def test_command_output_reads_back_as_the_curves(tmp_path, layout):
     assert phases <= set(seconds)
     parts = sum(v for k, v in seconds.items() if k != "total")
     assert parts <= seconds["total"]
+
+
+@pytest.mark.parametrize("layout", ["wide", "long"])
+def test_command_output_is_the_same_text_whatever_the_pieces(
+    tmp_path, monkeypatch, layout
+):
+    # the curves are turned into text a few subjects at a time: the file is
+    # the same as from one piece, with its header once
+    from fdaimpute._cli import output
+
+    sim = fi.simulate.sand_paper(n=60, n_obs="3-5", random_state=1)
+    path = tmp_path / "obs.csv"
+    sim.train.data.to_long().to_csv(path, index=False)
+    args = ["impute", str(path), "--method", "kernel", "--grid", "0:1:7"]
+    args += ["--std", "--format", layout]
+    texts = []
+    for cells in (1 << 20, 50):  # one piece; pieces of 3 subjects (14 cells each)
+        monkeypatch.setattr(output, "TEXT_CELLS", cells)
+        out = tmp_path / f"out{cells}.csv"
+        main([*args, "-o", str(out)])
+        texts.append(out.read_text())
+    assert texts[0] == texts[1]
+    lines = texts[0].splitlines()
+    assert lines[0].startswith("id,") and not any(
+        line.startswith("id,") for line in lines[1:]
+    )
+    assert len(lines) == 1 + (len(sim.train.data) * (7 if layout == "long" else 1))

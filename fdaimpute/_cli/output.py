@@ -39,6 +39,11 @@ __all__ = ["check_room", "check_target", "write_curves"]
 # The fewest bytes a value takes in the CSV ("0.5,"): a lower bound of the
 # output's size, so that a refusal for want of disk space is never wrong.
 _MIN_BYTES_PER_VALUE = 4
+# Cells of curves turned into CSV text at a time. Text takes about 20 bytes
+# a value, held three times over while a piece is made (its rows, the
+# joined text, its bytes): a block of imputed curves at once (2^20 cells)
+# was the job's peak memory at 3-5 observations.
+TEXT_CELLS = 1 << 18
 
 
 def _same_file(a, b):
@@ -177,17 +182,24 @@ def write_curves(
             yield (part.ids, *(out if with_std else (out, None)))
 
     def chunks():
-        for number, (ids, curves, std) in enumerate(blocks()):
-            header = number == 0
-            with phase("write"):
-                if layout == "long":
-                    text = _long_text(ids, grid, curves, std, names, header, variables)
-                else:
-                    text = _wide_text(
-                        ids, grid, curves, std, names[0], header, variables
-                    )
-                data_bytes = text.encode()
-            yield data_bytes
+        first, rows = True, max(1, TEXT_CELLS // width)
+        for ids, curves, std in blocks():
+            for lo in range(0, len(ids), rows):
+                part = slice(lo, lo + rows)
+                some = (
+                    ids[part],
+                    grid,
+                    curves[part],
+                    None if std is None else std[part],
+                )
+                with phase("write"):
+                    if layout == "long":
+                        text = _long_text(*some, names, first, variables)
+                    else:
+                        text = _wide_text(*some, names[0], first, variables)
+                    data_bytes = text.encode()
+                first = False
+                yield data_bytes
 
     def tables():
         for ids, curves, std in blocks():
