@@ -207,20 +207,22 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
             getattr(self, "value_range_", None),
         )
 
-    def _refit_while_implausible(self, data, refits):
+    def _refit_while_implausible(self, excursion, refits):
         """Try other tunings while some training subject's curve is implausible.
 
         A method whose own choice of tuning gives a training subject a curve
         far outside the data calls this with its next-best choices: each of
         ``refits`` (callables without arguments) refits the estimator in
-        place. The first refit with no implausible curve is kept; if there
-        is none, the fit (the first one included) whose worst curve leaves
-        the range least is restored, and ``transform`` warns about it.
+        place, and ``excursion()`` measures the fitted estimator's worst
+        training curve (:meth:`_excursion` of the training data, or its sum
+        over chunks). The first refit with no implausible curve is kept; if
+        there is none, the fit (the first one included) whose worst curve
+        leaves the range least is restored, and ``transform`` warns about it.
         """
-        least, kept = self._excursion(data), self.__dict__.copy()
+        least, kept = excursion(), self.__dict__.copy()
         for refit in refits:
             refit()
-            found = self._excursion(data)
+            found = excursion()
             if not found:
                 return
             if found < least:

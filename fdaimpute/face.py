@@ -280,7 +280,7 @@ class FACEImputer(SplineModelPredictor, BaseImputer):
                 for k in range(self.n_components_ - 1, 0, -1)
             ]
             self._refit_while_implausible(
-                data,
+                partial(self._excursion, data),
                 (partial(self._fit_model, data, scaled, tried) for tried in tries),
             )
 

@@ -264,7 +264,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         pairs = ranked[:_PLAUSIBLE_TRIES]
         pairs += [pair for pair in ranked[_PLAUSIBLE_TRIES:] if pair[1] == 1]
         self._refit_while_implausible(
-            data,
+            partial(self._excursion, data),
             (
                 partial(
                     self._fit_model,

@@ -428,15 +428,25 @@ default="cv"
 
         result = fit(self.bandwidth_cov)
         self._store(result, numerics)
-        if not _fit.is_rule(self.bandwidth_cov, "cv"):
-            return self
-        with phase("plausibility"):
-            implausible = self._excursion(data)
-        if implausible:
-            self._fall_back_to_plausible(data, fit, result, numerics)
+        self._check_plausible(partial(self._excursion, data), fit, result, numerics)
         return self
 
-    def _fall_back_to_plausible(self, data, fit, best, numerics):
+    def _check_plausible(self, excursion, fit, result, numerics):
+        """With cross-validated covariance bandwidths, the check that no
+        training subject's curve is implausible (see Notes of the class).
+
+        ``excursion()`` measures the fitted imputer's worst training curve
+        (:meth:`~fdaimpute.base.BaseImputer._excursion`) and ``fit(pair)``
+        refits at other covariance bandwidths; ``result`` is the fit made.
+        """
+        if not _fit.is_rule(self.bandwidth_cov, "cv"):
+            return
+        with phase("plausibility"):
+            implausible = excursion()
+        if implausible:
+            self._fall_back_to_plausible(excursion, fit, result, numerics)
+
+    def _fall_back_to_plausible(self, excursion, fit, best, numerics):
         """Refit at the next-best covariance bandwidths of the search (at most
         ``_PLAUSIBLE_TRIES``) while some training subject's curve leaves the
         data's widened range; ``cv_results_["implausible_bandwidths"]`` lists
@@ -453,14 +463,14 @@ default="cv"
             result = fit(tried[position])
             self._store(result, numerics)
             self.cv_results_ = {
-                **result.cv_results,
+                **(result.cv_results or {}),
                 "bandwidths": cv["bandwidths"],
                 "scores": cv["scores"],
                 "implausible_bandwidths": tried[:position],
             }
 
         self._refit_while_implausible(
-            data, (partial(refit, i) for i in range(1, len(tried)))
+            excursion, (partial(refit, i) for i in range(1, len(tried)))
         )
 
     def _numerics_for(self, n_subjects):
@@ -501,14 +511,14 @@ default="cv"
     def fit_chunks(self, chunks):
         """Fit on data read in chunks of whole subjects, never all in memory.
 
-        The chunks are read three times (see :mod:`fdaimpute.chunks` and
-        ``docs/pace.md``); the model is the one ``fit`` gives on all the
-        subjects in the order read, up to rounding, except where ``fit``
-        would reject the chosen bandwidths for a training subject's
-        implausible curve (see Notes of the class): that check needs every
-        subject's curve and is not made here, so the bandwidths with the
-        least held-out error are kept (``transform`` still warns of an
-        implausible curve). The rules that need all observations at once
+        The chunks are read four times (see :mod:`fdaimpute.chunks` and
+        ``docs/pace.md``): three passes for the model, and one for the check
+        that no training subject's curve is implausible (see Notes of the
+        class), after which, as ``fit`` does, the next-best bandwidths are
+        fitted from the same sums without reading the chunks again, each
+        checked with one more pass. The model is the one ``fit`` gives on
+        all the subjects in the order read, up to rounding. The rules that
+        need all observations at once
         (``bandwidth_mean="cv"``, ``bandwidth_cov="gcv"``,
         ``n_components="aic"`` or ``"bic"``) are refused.
 
@@ -567,7 +577,7 @@ default="cv"
         lies (with the same code as for a chunk) and the partitions' sums
         are added on the workers; the model equals the one ``fit_chunks``
         gives, and so ``fit``'s on the subjects in the order of the frame,
-        up to rounding and with the same exception. A subject
+        up to rounding. A subject
         whose rows are split between partitions is joined in one partition
         first, with a warning (see :mod:`fdaimpute.cluster`). Runs on the
         active ``dask.distributed`` client, or on Dask's default scheduler
@@ -585,7 +595,7 @@ default="cv"
         persist : bool, default=False
             Keep each partition's subjects in its worker's memory between
             the passes, so that the input is read twice (the survey, then once
-            to keep the subjects) instead of three times; the cluster then
+            to keep the subjects) instead of four times; the cluster then
             holds all the observations (24 bytes each) at once.
 
         Returns
@@ -631,9 +641,14 @@ default="cv"
             options["max_components"] = max_k
             rng = check_random_state(self.random_state)
             start = perf_counter()
+            self.value_range_ = found.value_range
             with recording() as seconds, one_blas_thread():
-                result = _chunked.fit_passes(run, found, numerics, options, rng)
-            self._store(result, numerics)
+                result, refit = _chunked.fit_passes(run, found, numerics, options, rng)
+                self._store(result, numerics)
+                excursion = partial(
+                    run, _chunked.excursion, _chunked.no_local, max, estimator=self
+                )
+                self._check_plausible(excursion, refit, result, numerics)
             self.timings_ = {**seconds, "total": perf_counter() - start}
         except BaseException:
             self._clear_fitted()

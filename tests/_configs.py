@@ -1,5 +1,5 @@
-"""Tiny neural-network settings, a known basis and a PACE-model comparison
-shared by the test files.
+"""Tiny neural-network settings, a known basis, a PACE-model comparison and a
+small real data set shared by the test files.
 
 Test files import this module by name (``import _configs``): pytest's default
 "prepend" import mode puts ``tests/`` on ``sys.path``. Where a file needs other
@@ -7,7 +7,14 @@ values it derives them in the open, e.g. ``dict(_configs.TINY, max_epochs=10)``.
 Treat the dicts as read-only: every test file shares them.
 """
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
+
+import fdaimpute as fi
+
+DATA = Path(__file__).resolve().parent / "data"
 
 # The tiny transformer: width 16, two heads, one encoder and one decoder layer.
 TINY_SIZES = dict(
@@ -81,3 +88,17 @@ def assert_same_pace_model(a, b, tol=1e-10):
     np.testing.assert_allclose(a.bandwidth_cov_, b.bandwidth_cov_, rtol=1e-12)
     assert a.time_range_ == b.time_range_
     assert a.n_bins_ == b.n_bins_
+
+
+def pbcseq():
+    """survival's pbcseq: log bilirubin of 312 patients by years since entry."""
+    frame = pd.read_csv(DATA / "pbcseq.csv")
+    frame["years"] = frame["day"] / 365.25
+    frame["log_bili"] = np.log(frame["bili"])
+    return fi.IrregularData.from_long(frame, id="id", time="years", value="log_bili")
+
+
+def subsample(data, n):
+    """The stability benchmark's ``n`` subjects of ``data`` (its seed is ``n``)."""
+    rng = np.random.default_rng(n)
+    return data.take(np.sort(rng.choice(len(data), n, replace=False)))

@@ -65,6 +65,26 @@ def _cut(frame, edges):
     return dd.concat([dd.from_pandas(p, npartitions=1) for p in parts])
 
 
+def test_fit_dask_gives_way_to_the_next_bandwidths_as_fit_does(client):
+    # as test_pace_chunked: 90 of pbcseq's patients, where fit passes over
+    # the best covariance bandwidths for a patient's implausible curve; the
+    # check runs partition by partition
+    columns = ("patient", "years", "log_bili")
+    table = _configs.subsample(_configs.pbcseq(), 90).to_long(*columns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = PACEImputer(random_state=0).fit(
+            IrregularData.from_long(table, *columns)
+        )
+        fitted = PACEImputer(random_state=0).fit_dask(
+            _cut(table, [5, 200, 201, 330]), *columns
+        )
+    passed = whole.cv_results_["implausible_bandwidths"]
+    assert passed and fitted.cv_results_["implausible_bandwidths"] == passed
+    _configs.assert_same_pace_model(fitted, whole)
+    assert fitted.value_range_ == whole.value_range_
+
+
 def test_fit_dask_cut_through_subjects_equals_fit(client, data, frame):
     whole = PACEImputer(random_state=0).fit(IrregularData.from_long(frame, *COLUMNS))
     # one-row partitions, an empty one, one inside a single subject, cuts

@@ -1,6 +1,7 @@
 """PACE fitted from chunks of subjects: the same model as the whole fit."""
 
 import copy
+import warnings
 
 import _configs
 import numpy as np
@@ -82,6 +83,23 @@ def test_exact_bins_and_tied_lags_match(grid_data):
     _configs.assert_same_pace_model(whole, chunked)
 
 
+def test_chunked_fit_gives_way_to_the_next_bandwidths_as_fit_does():
+    # 90 of pbcseq's patients: the covariance bandwidths with the least
+    # held-out error give a patient an implausible curve, and fit passes
+    # over them (test_stability); the chunked fit makes the same check chunk
+    # by chunk and keeps the same model
+    small = _configs.subsample(_configs.pbcseq(), 90)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = PACEImputer(random_state=0).fit(small)
+        chunked = PACEImputer(random_state=0).fit_chunks(_cuts(small, (30, 31)))
+    passed = whole.cv_results_["implausible_bandwidths"]
+    assert passed and chunked.cv_results_["implausible_bandwidths"] == passed
+    _configs.assert_same_pace_model(chunked, whole)
+    # transform judges curves against the training values' range
+    assert chunked.value_range_ == whole.value_range_
+
+
 def test_order_of_chunks_does_not_matter_without_cv(data):
     """Fixed choices: every sum is order-free, so any chunk order gives the fit."""
     est = PACEImputer(bandwidth_cov=(0.3, 0.08), n_components=4, random_state=0)
@@ -112,7 +130,7 @@ def test_callable_source_is_read_again(data):
         return iter(parts)
 
     fitted = PACEImputer(random_state=0).fit_chunks(read)
-    assert len(calls) == 3
+    assert len(calls) == 4  # survey, mean sums, covariance sums, curve check
     _configs.assert_same_pace_model(fitted, PACEImputer(random_state=0).fit(data))
 
 

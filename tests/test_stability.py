@@ -6,10 +6,13 @@
 """
 
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _configs import pbcseq as _pbcseq
+from _configs import subsample as _subsample
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.linear_model import Ridge
@@ -19,6 +22,7 @@ from sklearn.pipeline import make_pipeline
 import fdaimpute as fi
 from fdaimpute._core.plausible import WIDEN
 from fdaimpute.metrics import split_held_out
+from fdaimpute.pace import _PLAUSIBLE_TRIES
 
 pd = pytest.importorskip("pandas")
 
@@ -29,19 +33,6 @@ def _blackmore():
     frame = pd.read_csv(DATA / "Blackmore.csv")
     frame["subject"] = frame["subject"].astype(str)
     return fi.IrregularData.from_long(frame, id="subject", time="age", value="exercise")
-
-
-def _pbcseq():
-    frame = pd.read_csv(DATA / "pbcseq.csv")
-    frame["years"] = frame["day"] / 365.25
-    frame["log_bili"] = np.log(frame["bili"])
-    return fi.IrregularData.from_long(frame, id="id", time="years", value="log_bili")
-
-
-def _subsample(data, n):
-    """The stability benchmark's ``n`` subjects of ``data`` (its seed is ``n``)."""
-    rng = np.random.default_rng(n)
-    return data.take(np.sort(rng.choice(len(data), n, replace=False)))
 
 
 def _held_out_rmse(est, visible, hidden, rows):
@@ -550,16 +541,20 @@ def test_refits_stop_at_the_first_plausible_fit_or_keep_the_least_absurd():
     est = _Tuned()
     est.share_ = 0.3
     est._refit_while_implausible(
-        data, (lambda s=s: refit(est, s) for s in (0.5, 0.0, 0.2))
+        partial(est._excursion, data),
+        (lambda s=s: refit(est, s) for s in (0.5, 0.0, 0.2)),
     )
     assert est.share_ == 0.0 and calls == [0.5, 0.0]  # the third never runs
     est.share_ = 0.3
     est._refit_while_implausible(
-        data, (lambda s=s: refit(est, s) for s in (0.5, 0.1, 0.2))
+        partial(est._excursion, data),
+        (lambda s=s: refit(est, s) for s in (0.5, 0.1, 0.2)),
     )
     assert est.share_ == 0.1  # none plausible: the least absurd is restored
     est.share_ = 0.3
-    est._refit_while_implausible(data, (lambda s=s: refit(est, s) for s in (0.5,)))
+    est._refit_while_implausible(
+        partial(est._excursion, data), (lambda s=s: refit(est, s) for s in (0.5,))
+    )
     assert est.share_ == 0.3  # the first fit was the least absurd
 
 
@@ -584,6 +579,29 @@ def test_pace_gives_way_to_the_next_best_bandwidths_when_a_curve_is_absurd():
     score = dict(zip(map(tuple, cv["bandwidths"]), cv["scores"]))
     kept = score[tuple(pace.bandwidth_cov_)]
     assert all(score[pair] <= kept for pair in passed[1:])
+
+
+class _AlwaysImplausible(fi.PACEImputer):
+    """PACE whose every fit reports an implausible training curve."""
+
+    def _excursion(self, data):
+        return 1.0
+
+
+def test_pace_falls_back_without_cross_validated_components():
+    # with K chosen by the explained variance, a refit at fixed bandwidths
+    # makes no cross-validation (its cv_results are None); the fall-back
+    # keeps the search's table and lists what it tried
+    data = fi.simulate.sand_paper(n=120, n_obs="2-10", random_state=0).train.data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = _AlwaysImplausible(n_components="fve", random_state=0).fit(data)
+        chosen = fi.PACEImputer(n_components="fve", random_state=0).fit(data)
+    cv = est.cv_results_
+    assert len(cv["implausible_bandwidths"]) == _PLAUSIBLE_TRIES
+    assert cv["scores"].size == chosen.cv_results_["scores"].size
+    # none was plausible: the first, equally implausible fit is kept
+    np.testing.assert_allclose(est.bandwidth_cov_, chosen.bandwidth_cov_)
 
 
 def test_face_gives_way_to_fewer_components_when_a_curve_is_absurd():

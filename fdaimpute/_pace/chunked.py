@@ -1,4 +1,4 @@
-"""A PACE fit from chunks of subjects, read three times, never all in memory.
+"""A PACE fit from chunks of subjects, read four times, never all in memory.
 
 Each step of the whole fit (:func:`~fdaimpute._pace.fit.fit_pace`) reads the
 observations only through sums that add over subjects, so a fit on chunks
@@ -15,6 +15,11 @@ holding whole subjects gives the same model:
 3. *covariances*: the binned raw-covariance sums around each mean, the
    validation subjects' observations (a few thousand subjects at most),
    and the sums of the noise estimate's shortest pairs.
+4. *check*: with cross-validated covariance bandwidths, how far the worst
+   training curve leaves the data's widened range (:func:`excursion`);
+   where it does, the next-best bandwidths are fitted from the sums of
+   passes 2 and 3 and checked with one more pass each, as the whole fit
+   does.
 
 Memory is O(n_subjects) for the counts and ids, O(n_bins^2) for the sums,
 and one chunk at a time.
@@ -45,7 +50,7 @@ from fdaimpute._pace.binning import (
     regular_step,
 )
 from fdaimpute._pace.cv import n_validation, select_on_folds
-from fdaimpute._pace.fit import finish_fit
+from fdaimpute._pace.fit import finish_fit, is_rule
 from fdaimpute._pace.result import MeanCurve, PooledMoments
 from fdaimpute.data import IrregularData
 
@@ -89,7 +94,7 @@ def reader(chunks):
     if is_iterator:
         raise TypeError(
             "chunks is an iterator, which can be read once, and fit_chunks reads "
-            "the chunks three times; pass a list, a fdaimpute.chunks.CSVChunks "
+            "the chunks several times; pass a list, a fdaimpute.chunks.CSVChunks "
             "or a function returning a new iterator"
         )
     return lambda: iter(chunks)
@@ -498,14 +503,6 @@ def serial(read):
     return run
 
 
-def fit_chunks(read, found, numerics, options, rng):
-    """Passes 2 and 3 and the fit, after :func:`survey`, one chunk at a time.
-
-    See :func:`fit_passes`; ``read`` returns a new iterator over the chunks.
-    """
-    return fit_passes(serial(read), found, numerics, options, rng)
-
-
 def fit_passes(run, found, numerics, options, rng):
     """Passes 2 and 3 and the fit, after :func:`survey`.
 
@@ -528,7 +525,11 @@ def fit_passes(run, found, numerics, options, rng):
 
     Returns
     -------
-    PACEFit
+    fit : PACEFit
+    refit : callable
+        ``refit(bandwidth_cov)``: the fit at other covariance bandwidths, as
+        the whole fit at those bandwidths gives, from the same passes (no
+        chunk is read again).
     """
     template = template_bins(
         found,
@@ -539,10 +540,7 @@ def fit_passes(run, found, numerics, options, rng):
     numerics.check_bins(template)
     counts, max_k = found.counts, options["max_components"]
     tune_noise = options["noise_variance"] == "auto" and numerics.measurement_error
-    use_cv = any(
-        isinstance(options[k], str) and options[k] == "cv"
-        for k in ("bandwidth_cov", "n_components")
-    )
+    use_cv = any(is_rule(options[k], "cv") for k in ("bandwidth_cov", "n_components"))
     val, folds = np.empty(0, np.int64), []
     if use_cv:
         offsets = np.concatenate([[0], np.cumsum(counts)])
@@ -598,29 +596,49 @@ def fit_passes(run, found, numerics, options, rng):
         return PooledMoments(template, mean, at_bins, None, None, None, n, moments)
 
     difference_noise = None if cut is None else _noise_estimate(keep, total)
-    choice = (options["bandwidth_cov"], None, None)
-    if use_cv:
-        choice = select_on_folds(
+
+    def refit(bandwidth_cov):
+        choice = (bandwidth_cov, None, None)
+        if is_rule(bandwidth_cov, "cv") or is_rule(options["n_components"], "cv"):
+            choice = select_on_folds(
+                numerics,
+                [
+                    (
+                        pooled(f),
+                        _joined(total.fit_parts[f]),
+                        _joined(total.new_parts[f]),
+                    )
+                    for f in range(len(folds))
+                ],
+                bandwidth_cov=bandwidth_cov,
+                n_components=options["n_components"],
+                max_k=max_k,
+                tune_noise=tune_noise,
+                difference_noise=difference_noise,
+            )
+        return finish_fit(
             numerics,
-            [
-                (pooled(f), _joined(total.fit_parts[f]), _joined(total.new_parts[f]))
-                for f in range(len(folds))
-            ],
-            bandwidth_cov=options["bandwidth_cov"],
+            pooled("all"),
+            choice,
+            difference_noise,
             n_components=options["n_components"],
-            max_k=max_k,
-            tune_noise=tune_noise,
-            difference_noise=difference_noise,
+            fve_threshold=options["fve_threshold"],
+            max_components=max_k,
         )
-    return finish_fit(
-        numerics,
-        pooled("all"),
-        choice,
-        difference_noise,
-        n_components=options["n_components"],
-        fve_threshold=options["fve_threshold"],
-        max_components=max_k,
-    )
+
+    return refit(options["bandwidth_cov"]), refit
+
+
+def excursion(data, estimator):
+    """The plausibility check's pass on one chunk: how far the worst curve
+    of its subjects leaves the range ``transform`` warns outside of (see
+    :meth:`fdaimpute.base.BaseImputer._excursion`)."""
+    return estimator._excursion(data)
+
+
+def no_local(place):
+    """No per-chunk arguments (the ``local`` of a pass that needs none)."""
+    return {}
 
 
 def _joined(parts):
