@@ -2,7 +2,7 @@
 
 Subjects of the SAND paper's process (10 observations each, continuous
 times) are drawn chunk by chunk - every chunk from its own seed, so the
-same chunks come back on each of the four reads and the whole data set is
+same chunks come back on each of the three reads and the whole data set is
 never in memory - and ``PACEImputer.fit_chunks`` fits them with its
 defaults (cross-validated bandwidths and K). Peak memory is tracemalloc's
 peak of Python-allocated memory during the fit (the raw data would take

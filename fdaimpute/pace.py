@@ -508,17 +508,16 @@ default="cv"
         self.mean_ = numerics.curves(model, scores, self.grid_)[0]
         return self
 
-    def fit_chunks(self, chunks):
+    def fit_chunks(self, chunks, *, check_curves=False):
         """Fit on data read in chunks of whole subjects, never all in memory.
 
-        The chunks are read four times (see :mod:`fdaimpute.chunks` and
-        ``docs/pace.md``): three passes for the model, and one for the check
-        that no training subject's curve is implausible (see Notes of the
-        class), after which, as ``fit`` does, the next-best bandwidths are
-        fitted from the same sums without reading the chunks again, each
-        checked with one more pass. The model is the one ``fit`` gives on
-        all the subjects in the order read, up to rounding. The rules that
-        need all observations at once
+        The chunks are read three times (see :mod:`fdaimpute.chunks` and
+        ``docs/pace.md``); the model is the one ``fit`` gives on all the
+        subjects in the order read, up to rounding, except where ``fit``
+        would reject the chosen bandwidths for a training subject's
+        implausible curve (see Notes of the class): that check is made
+        with ``check_curves=True``. The rules that need all observations at
+        once
         (``bandwidth_mean="cv"``, ``bandwidth_cov="gcv"``,
         ``n_components="aic"`` or ``"bic"``) are refused.
 
@@ -529,6 +528,15 @@ default="cv"
             subject ids unique across chunks - as a list, a
             :class:`fdaimpute.chunks.CSVChunks`, or a function returning a
             new iterator over them at each call.
+        check_curves : bool, default=False
+            Make ``fit``'s check of every training subject's curve in a
+            fourth pass, and where one is implausible fit the next-best
+            covariance bandwidths from the same sums (each checked with one
+            more pass), as ``fit`` does: the model is then ``fit``'s in every
+            case. The pass can cost more than the three others together (the
+            mean at every observation time and each subject's curve; see
+            ``docs/pace.md``). Without it, ``transform`` still warns of an
+            implausible curve.
 
         Returns
         -------
@@ -559,7 +567,7 @@ default="cv"
             read = _chunked.reader(chunks)
             return partial(_chunked.survey, read), _chunked.serial(read)
 
-        return self._fit_in_passes(prepare)
+        return self._fit_in_passes(prepare, check_curves)
 
     def fit_dask(
         self,
@@ -570,6 +578,7 @@ default="cv"
         *,
         duplicates="raise",
         persist=False,
+        check_curves=False,
     ):
         """Fit on a Dask DataFrame in long form, the passes run on its workers.
 
@@ -577,7 +586,7 @@ default="cv"
         lies (with the same code as for a chunk) and the partitions' sums
         are added on the workers; the model equals the one ``fit_chunks``
         gives, and so ``fit``'s on the subjects in the order of the frame,
-        up to rounding. A subject
+        up to rounding and with the same exception. A subject
         whose rows are split between partitions is joined in one partition
         first, with a warning (see :mod:`fdaimpute.cluster`). Runs on the
         active ``dask.distributed`` client, or on Dask's default scheduler
@@ -595,8 +604,11 @@ default="cv"
         persist : bool, default=False
             Keep each partition's subjects in its worker's memory between
             the passes, so that the input is read twice (the survey, then once
-            to keep the subjects) instead of four times; the cluster then
+            to keep the subjects) instead of three times; the cluster then
             holds all the observations (24 bytes each) at once.
+        check_curves : bool, default=False
+            As for :meth:`fit_chunks`: ``fit``'s check of every training
+            curve, partition by partition on the workers.
 
         Returns
         -------
@@ -612,14 +624,16 @@ default="cv"
         from fdaimpute.cluster import partition_passes
 
         return self._fit_in_passes(
-            lambda: partition_passes(df, (id, time, value), duplicates, persist)
+            lambda: partition_passes(df, (id, time, value), duplicates, persist),
+            check_curves,
         )
 
-    def _fit_in_passes(self, prepare):
+    def _fit_in_passes(self, prepare, check_curves):
         """Fit from chunked data (see ``_pace.chunked``).
 
         ``prepare()`` returns ``survey(max_distinct)``, the first pass, and
-        ``run``, the runner of the other passes.
+        ``run``, the runner of the other passes; ``check_curves`` asks for
+        the check of every training curve.
         """
         try:
             validate_params(self)
@@ -648,7 +662,8 @@ default="cv"
                 excursion = partial(
                     run, _chunked.excursion, _chunked.no_local, max, estimator=self
                 )
-                self._check_plausible(excursion, refit, result, numerics)
+                if check_curves:
+                    self._check_plausible(excursion, refit, result, numerics)
             self.timings_ = {**seconds, "total": perf_counter() - start}
         except BaseException:
             self._clear_fitted()

@@ -65,7 +65,7 @@ def _cut(frame, edges):
     return dd.concat([dd.from_pandas(p, npartitions=1) for p in parts])
 
 
-def test_fit_dask_gives_way_to_the_next_bandwidths_as_fit_does(client):
+def test_checked_fit_dask_gives_way_to_the_next_bandwidths_as_fit_does(client):
     # as test_pace_chunked: 90 of pbcseq's patients, where fit passes over
     # the best covariance bandwidths for a patient's implausible curve; the
     # check runs partition by partition
@@ -77,7 +77,7 @@ def test_fit_dask_gives_way_to_the_next_bandwidths_as_fit_does(client):
             IrregularData.from_long(table, *columns)
         )
         fitted = PACEImputer(random_state=0).fit_dask(
-            _cut(table, [5, 200, 201, 330]), *columns
+            _cut(table, [5, 200, 201, 330]), *columns, check_curves=True
         )
     passed = whole.cv_results_["implausible_bandwidths"]
     assert passed and fitted.cv_results_["implausible_bandwidths"] == passed

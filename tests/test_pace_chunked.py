@@ -83,7 +83,7 @@ def test_exact_bins_and_tied_lags_match(grid_data):
     _configs.assert_same_pace_model(whole, chunked)
 
 
-def test_chunked_fit_gives_way_to_the_next_bandwidths_as_fit_does():
+def test_checked_chunked_fit_gives_way_to_the_next_bandwidths_as_fit_does():
     # 90 of pbcseq's patients: the covariance bandwidths with the least
     # held-out error give a patient an implausible curve, and fit passes
     # over them (test_stability); the chunked fit makes the same check chunk
@@ -92,12 +92,16 @@ def test_chunked_fit_gives_way_to_the_next_bandwidths_as_fit_does():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         whole = PACEImputer(random_state=0).fit(small)
-        chunked = PACEImputer(random_state=0).fit_chunks(_cuts(small, (30, 31)))
+        parts = _cuts(small, (30, 31))
+        chunked = PACEImputer(random_state=0).fit_chunks(parts, check_curves=True)
+        unchecked = PACEImputer(random_state=0).fit_chunks(parts)
     passed = whole.cv_results_["implausible_bandwidths"]
     assert passed and chunked.cv_results_["implausible_bandwidths"] == passed
     _configs.assert_same_pace_model(chunked, whole)
+    # without the check: the bandwidths with the least held-out error
+    assert tuple(unchecked.bandwidth_cov_) == passed[0]
     # transform judges curves against the training values' range
-    assert chunked.value_range_ == whole.value_range_
+    assert chunked.value_range_ == unchecked.value_range_ == whole.value_range_
 
 
 def test_order_of_chunks_does_not_matter_without_cv(data):
@@ -130,7 +134,9 @@ def test_callable_source_is_read_again(data):
         return iter(parts)
 
     fitted = PACEImputer(random_state=0).fit_chunks(read)
-    assert len(calls) == 4  # survey, mean sums, covariance sums, curve check
+    assert len(calls) == 3  # survey, mean sums, covariance sums
+    PACEImputer(random_state=0).fit_chunks(read, check_curves=True)
+    assert len(calls) == 3 + 4  # and the check of every curve
     _configs.assert_same_pace_model(fitted, PACEImputer(random_state=0).fit(data))
 
 

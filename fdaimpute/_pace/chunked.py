@@ -1,4 +1,4 @@
-"""A PACE fit from chunks of subjects, read four times, never all in memory.
+"""A PACE fit from chunks of subjects, read three times, never all in memory.
 
 Each step of the whole fit (:func:`~fdaimpute._pace.fit.fit_pace`) reads the
 observations only through sums that add over subjects, so a fit on chunks
@@ -15,11 +15,11 @@ holding whole subjects gives the same model:
 3. *covariances*: the binned raw-covariance sums around each mean, the
    validation subjects' observations (a few thousand subjects at most),
    and the sums of the noise estimate's shortest pairs.
-4. *check*: with cross-validated covariance bandwidths, how far the worst
-   training curve leaves the data's widened range (:func:`excursion`);
-   where it does, the next-best bandwidths are fitted from the sums of
-   passes 2 and 3 and checked with one more pass each, as the whole fit
-   does.
+4. *check*, when asked for (``check_curves``): with cross-validated
+   covariance bandwidths, how far the worst training curve leaves the
+   data's widened range (:func:`excursion`); where it does, the next-best
+   bandwidths are fitted from the sums of passes 2 and 3 and checked with
+   one more pass each, as the whole fit does.
 
 Memory is O(n_subjects) for the counts and ids, O(n_bins^2) for the sums,
 and one chunk at a time.
