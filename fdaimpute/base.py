@@ -214,8 +214,8 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         far outside the data calls this with its next-best choices: each of
         ``refits`` (callables without arguments) refits the estimator in
         place, and ``excursion()`` measures the fitted estimator's worst
-        training curve (:meth:`_excursion` of the training data, or its sum
-        over chunks). The first refit with no implausible curve is kept; if
+        training curve (:meth:`_excursion` of the training data, or the
+        largest over its chunks). The first refit with no implausible curve is kept; if
         there is none, the fit (the first one included) whose worst curve
         leaves the range least is restored, and ``transform`` warns about it.
         """

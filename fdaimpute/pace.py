@@ -517,8 +517,7 @@ default="cv"
         would reject the chosen bandwidths for a training subject's
         implausible curve (see Notes of the class): that check is made
         with ``check_curves=True``. The rules that need all observations at
-        once
-        (``bandwidth_mean="cv"``, ``bandwidth_cov="gcv"``,
+        once (``bandwidth_mean="cv"``, ``bandwidth_cov="gcv"``,
         ``n_components="aic"`` or ``"bic"``) are refused.
 
         Parameters

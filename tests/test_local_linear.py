@@ -170,3 +170,55 @@ def test_bandwidth_grid_reproduces_both_rules():
     )
     with pytest.raises(ValueError, match="equal"):
         ll.bandwidth_grid(np.ones(3), 4)
+
+
+def _binned_design(rng, n_bins=150):
+    """Uneven bins over [2, 9] with sparse, partly empty edges."""
+    centres = np.sort(rng.uniform(2.0, 9.0, n_bins))
+    weight = rng.poisson(np.where(np.abs(centres - 5.5) < 2.5, 30.0, 0.7)).astype(float)
+    weight[[0, -1]] = [1.0, 2.0]
+    total = weight * np.sin(centres) + rng.normal(size=n_bins) * np.sqrt(weight)
+    return centres, weight, total
+
+
+@pytest.fixture
+def hermite_calls(monkeypatch):
+    """The interpolants local_linear_at builds."""
+    calls = []
+    real = ll.CubicHermiteSpline
+
+    def spy(x, y, dydx):
+        calls.append(x.size)
+        return real(x, y, dydx)
+
+    monkeypatch.setattr(ll, "CubicHermiteSpline", spy)
+    return calls
+
+
+@pytest.mark.parametrize("bandwidth", [0.15, 0.6, 2.5])
+def test_fit_at_many_points_is_the_exact_fit_to_rounding(bandwidth, hermite_calls):
+    rng = np.random.default_rng(int(bandwidth * 100))
+    centres, weight, total = _binned_design(rng)
+    points = rng.uniform(2.0, 9.0, (400, 300))  # any shape
+    exact = ll.local_linear_binned(
+        centres, weight, total, points.ravel(), bandwidth, "gaussian"
+    ).reshape(points.shape)
+    fast = ll.local_linear_at(centres, weight, total, points, bandwidth, "gaussian")
+    assert hermite_calls  # the interpolant was used
+    scale = np.abs(exact).max()
+    assert np.abs(fast - exact).max() <= 1e-12 * scale
+
+
+def test_fit_at_few_points_or_other_kernels_is_evaluated_exactly(hermite_calls):
+    rng = np.random.default_rng(5)
+    centres, weight, total = _binned_design(rng)
+    few = rng.uniform(2.0, 9.0, 500)
+    many = rng.uniform(2.0, 9.0, 200_000)
+    for points, kernel in [(few, "gaussian"), (many, "epanechnikov")]:
+        exact = ll.local_linear_binned(
+            centres, weight, total, np.unique(points), 1.0, kernel
+        )[np.unique(points, return_inverse=True)[1]]
+        np.testing.assert_array_equal(
+            ll.local_linear_at(centres, weight, total, points, 1.0, kernel), exact
+        )
+    assert not hermite_calls

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from scipy.interpolate import CubicHermiteSpline
 
 
 def gaussian(u):
@@ -340,6 +341,72 @@ def local_linear_binned(
     dnum = ds2 * t0 + s2 * dt0 - ds1 * t1 - s1 * dt1
     ddet = ds0 * s2 + s0 * ds2 - 2 * s1 * ds1
     return est, (dnum - est * ddet) / det
+
+
+#: Grid steps per bandwidth of :func:`local_linear_at`'s interpolant.
+HERMITE_STEPS = 512
+#: :func:`local_linear_at` interpolates where the points outnumber its grid
+#: this many times over.
+HERMITE_MIN_RATIO = 4
+
+
+def local_linear_at(centres, weight, total, points, bandwidth, kernel):
+    """The fit of :func:`local_linear_binned` at many points (any shape).
+
+    Evaluating the fit costs a kernel weight per point and bin. With the
+    Gaussian kernel and more than ``HERMITE_MIN_RATIO`` times as many
+    distinct points as a grid of step ``bandwidth / HERMITE_STEPS`` over
+    their range holds, the fit at the points is the cubic Hermite
+    interpolant of the exact fit and its exact derivative on that grid
+    instead: the fit is a ratio of
+    Gaussian-smoothed sums, whose fourth derivative is of the order of its
+    scale over ``bandwidth^4``, so the interpolation error is of the order
+    of ``3 / 384 / HERMITE_STEPS^4`` (1e-13) of the fit's scale (measured
+    below 1e-13 on real and simulated data; the test bounds it at 1e-12).
+    Otherwise, and wherever the grid's fit is undefined, the exact fit at
+    each distinct point.
+
+    Parameters
+    ----------
+    centres, weight, total : ndarray of shape (n_bins,)
+        As for :func:`local_linear_binned`.
+    points : array-like
+        Evaluation points (any shape).
+    bandwidth : float
+        Kernel bandwidth.
+    kernel : str
+        Kernel name.
+
+    Returns
+    -------
+    ndarray of the shape of ``points``
+    """
+    t = np.asarray(points, dtype=np.float64)
+    uniq, inv = np.unique(t, return_inverse=True)
+    fit = None
+    if kernel == "gaussian" and uniq.size:
+        lo, hi = float(uniq[0]), float(uniq[-1])
+        n_grid = int(np.ceil((hi - lo) * HERMITE_STEPS / float(bandwidth))) + 1
+        if n_grid >= 2 and uniq.size > HERMITE_MIN_RATIO * n_grid:
+            fit = _hermite_fit(centres, weight, total, uniq, bandwidth, n_grid)
+    if fit is None:
+        fit = local_linear_binned(centres, weight, total, uniq, bandwidth, kernel)
+    return fit[inv].reshape(t.shape)
+
+
+def _hermite_fit(centres, weight, total, points, bandwidth, n_grid):
+    """:func:`local_linear_at`'s interpolant at sorted ``points`` (None where
+    the fit on its grid is undefined)."""
+    grid = np.linspace(points[0], points[-1], n_grid)
+    try:
+        fit, slope = local_linear_binned(
+            centres, weight, total, grid, bandwidth, "gaussian", derivative=True
+        )
+    except UndefinedFitError:
+        return None
+    if not (np.isfinite(fit).all() and np.isfinite(slope).all()):
+        return None
+    return CubicHermiteSpline(grid, fit, slope)(points)
 
 
 # ---------------------------------------------------------------------- #
