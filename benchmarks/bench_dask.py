@@ -23,6 +23,7 @@ Usage::
 
     python benchmarks/bench_dask.py                         # 1e6 observations
     python benchmarks/bench_dask.py --n-obs 1000000 10000000 --write
+    python benchmarks/bench_dask.py --one fit_chunks --path obs.parquet --check-curves
 """
 
 from __future__ import annotations
@@ -119,19 +120,24 @@ def measure_read(path):
     return {"table_s": table, "total_s": time.perf_counter() - start, "n": len(data)}
 
 
-def measure_fit_chunks(path, rows):
+def measure_fit_chunks(path, rows, check_curves=False):
     from fdaimpute.chunks import ParquetChunks
     from fdaimpute.pace import PACEImputer
 
     start = time.perf_counter()
-    pace = PACEImputer(random_state=0).fit_chunks(ParquetChunks(path, chunksize=rows))
+    pace = PACEImputer(random_state=0).fit_chunks(
+        ParquetChunks(path, chunksize=rows), check_curves=check_curves
+    )
     return {
         "fit_s": time.perf_counter() - start,
+        "check_s": pace.timings_.get("plausibility", 0.0),
         "eigenvalues": pace.eigenvalues_.tolist(),
     }
 
 
-def measure_dask(path, workers, persist, dask_malloc=False, read="row-groups"):
+def measure_dask(
+    path, workers, persist, dask_malloc=False, read="row-groups", check_curves=False
+):
     import dask.dataframe as dd
     from distributed import Client, LocalCluster, get_task_stream
 
@@ -152,7 +158,7 @@ def measure_dask(path, workers, persist, dask_malloc=False, read="row-groups"):
         with _HeldByDask(client) as held, get_task_stream(client) as stream:
             frame = _dask_frame(dd, path, read)
             pace = PACEImputer(random_state=0).fit_dask(
-                frame, *COLUMNS, persist=persist
+                frame, *COLUMNS, persist=persist, check_curves=check_curves
             )
         seconds = time.perf_counter() - start
         peaks = client.run(_peak_mib)
@@ -164,6 +170,7 @@ def measure_dask(path, workers, persist, dask_malloc=False, read="row-groups"):
         "worker_busy_s": sorted(busy.values()),
         "worker_held_peak_mib": held.peak_mib,
         "partitions": frame.npartitions,
+        "check_s": pace.timings_.get("plausibility", 0.0),
         "eigenvalues": pace.eigenvalues_.tolist(),
     }
 
@@ -230,10 +237,15 @@ def one(args):
     if kind == "read":
         out = measure_read(args.path)
     elif kind == "fit_chunks":
-        out = measure_fit_chunks(args.path, args.rows_per_group)
+        out = measure_fit_chunks(args.path, args.rows_per_group, args.check_curves)
     else:
         out = measure_dask(
-            args.path, args.workers, args.persist, args.dask_malloc, args.read
+            args.path,
+            args.workers,
+            args.persist,
+            args.dask_malloc,
+            args.read,
+            args.check_curves,
         )
     out["peak_mib"] = _peak_mib()
     print(json.dumps(out))
@@ -274,6 +286,11 @@ def main(argv=None):
         default="row-groups",
         help="with --one dask: the frame's partitions (one per row group, as "
         "`fdaimpute fit --workers` reads Parquet, or Dask's default)",
+    )
+    parser.add_argument(
+        "--check-curves",
+        action="store_true",
+        help="with --one fit_chunks or dask: fit with check_curves=True",
     )
     args = parser.parse_args(argv)
     if args.one:
