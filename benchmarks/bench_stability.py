@@ -2,12 +2,14 @@
 
 For each data set (``benchmarks/_smalldata.py``: Blackmore, pbcseq's log
 bilirubin, Orthodont, Oxboys, Sitka, and Framingham and UK electricity at
-8-12 readings subsampled to 50, 100 and 250 subjects) and each of
-``--splits`` random splits, every subject with more than two observations
-hides 20% of them (:func:`fdaimpute.metrics.split_held_out`). Each imputer
-is fitted with its defaults on the visible observations, once per
-``random_state`` in ``0 .. --seeds - 1`` (once if it has no
-``random_state``), and predicts the hidden ones. Reported per data set and
+8-12 readings subsampled to 50, 100 and 250 subjects; by name only, the
+90-subject sets drawn afresh at each split, ``blackmore-90r`` and others of
+``_smalldata.RESAMPLED``) and each of ``--splits`` random splits, every
+subject with more than two observations hides 20% of them
+(:func:`fdaimpute.metrics.split_held_out`). Each imputer is fitted with its
+defaults on the visible observations, once per ``random_state`` in
+``0 .. --seeds - 1`` (once if it has no ``random_state``), and predicts the
+hidden ones. Reported per data set and
 imputer:
 
 - ``RMSE / mean``: held-out RMSE relative to that of the pooled mean curve
@@ -35,6 +37,7 @@ before it scored PACE, FACE and mFPCA on their own refits.
 Usage::
 
     python benchmarks/bench_stability.py --datasets blackmore --seeds 5
+    python benchmarks/bench_stability.py --datasets blackmore-90r --methods PACE
     python benchmarks/bench_stability.py --seeds 20 --save-rows a.json
     python benchmarks/bench_stability.py --load-rows a.json b.json --write
     python benchmarks/bench_stability.py --load-rows b.json --compare-rows a.json
@@ -58,7 +61,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import machine, markdown_table, write_section  # noqa: E402
-from _smalldata import DATASETS, LARGE_DATASETS  # noqa: E402
+from _smalldata import DATASETS, LARGE_DATASETS, RESAMPLED, dataset  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 from fdaimpute.metrics import split_held_out  # noqa: E402
@@ -192,9 +195,9 @@ def observation_noise(est, times):
 
 def run_dataset(name, args):
     """Per-fit rows of every method on one data set."""
-    data = {**DATASETS, **LARGE_DATASETS}[name]()
     out = []
     for split in range(args.first_split, args.first_split + args.splits):
+        data = dataset(name, split)
         visible, hidden, rows = split_held_out(
             data, 0.2, min_keep=2, random_state=split
         )
@@ -288,7 +291,7 @@ def summarize(rows):
 @functools.cache
 def _hidden_keys(name, split):
     """``(id, time)`` of each point a split hides, by third of its visible range."""
-    data = {**DATASETS, **LARGE_DATASETS}[name]()
+    data = dataset(name, split)
     visible, hidden, _ = split_held_out(data, 0.2, min_keep=2, random_state=split)
     third = thirds(hidden.times, (visible.times.min(), visible.times.max()))
     ids = np.repeat(np.asarray(hidden.ids), hidden.n_obs)
@@ -374,7 +377,7 @@ def main(argv=None):
         "--datasets",
         nargs="+",
         default=list(DATASETS),
-        choices=[*DATASETS, *LARGE_DATASETS],
+        choices=[*DATASETS, *LARGE_DATASETS, *RESAMPLED],
         metavar="NAME",
     )
     parser.add_argument(
