@@ -328,6 +328,33 @@ def test_cli_fit_on_a_scheduler_saves_the_whole_fit(
     np.testing.assert_allclose(fitted.grid_, whole_in_id_order.grid_)
 
 
+def test_cli_fit_on_a_scheduler_checks_curves_when_asked(client, tmp_path):
+    # pbcseq-90, where fit passes over the best covariance bandwidths for a
+    # patient's implausible curve (test_checked_fit_dask_...)
+    from fdaimpute.cli import main
+    from fdaimpute.persistence import load
+
+    pytest.importorskip("pyarrow")
+    columns = ("patient", "years", "log_bili")
+    table = _configs.subsample(_configs.pbcseq(), 90).to_long(*columns)
+    table["patient"] = table["patient"].astype(str)
+    path = tmp_path / "pbc.parquet"
+    table.to_parquet(path, index=False, row_group_size=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = PACEImputer(random_state=0).fit(
+            IrregularData.from_long(table, *columns)
+        )
+    names = ["--id", "patient", "--time", "years", "--value", "log_bili"]
+    command = ["fit", str(path), "--method", "pace", *names]
+    command += ["--scheduler", client.scheduler.address]
+    assert main([*command, "--save", str(tmp_path / "a.fdai"), "--check-curves"]) == 0
+    assert main([*command, "--save", str(tmp_path / "b.fdai")]) == 0
+    _configs.assert_same_pace_model(load(tmp_path / "a.fdai"), whole)
+    passed = whole.cv_results_["implausible_bandwidths"]
+    assert tuple(load(tmp_path / "b.fdai").bandwidth_cov_) == passed[0]
+
+
 def test_cli_fit_on_workers_and_its_refusals(frame, tmp_path):
     from fdaimpute.persistence import load
 

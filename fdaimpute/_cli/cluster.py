@@ -19,7 +19,7 @@ __all__ = ["add_cluster_options", "fit_on_cluster", "wants_cluster"]
 
 
 def add_cluster_options(parser):
-    """``--scheduler`` and ``--workers`` of ``fdaimpute fit``."""
+    """``--scheduler``, ``--workers`` and ``--check-curves`` of ``fdaimpute fit``."""
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
@@ -33,6 +33,13 @@ def add_cluster_options(parser):
         metavar="N",
         help="fit pace on a local Dask cluster of N worker processes (one "
         "thread each). Needs fdaimpute[dask]",
+    )
+    parser.add_argument(
+        "--check-curves",
+        action="store_true",
+        help="with --scheduler or --workers: check every training subject's curve "
+        "as a fit in memory does, and move to the next covariance bandwidths where "
+        "one leaves the data's widened range (one more pass over the input)",
     )
 
 
@@ -116,7 +123,12 @@ def fit_on_cluster(args, est, names):
         start = time.perf_counter()
         try:
             frame = read_frame(args.input, names)
-            est.fit_dask(frame, *names, duplicates=args.duplicates)
+            est.fit_dask(
+                frame,
+                *names,
+                duplicates=args.duplicates,
+                check_curves=args.check_curves,
+            )
         except (ValueError, TypeError, OSError, ArithmeticError) as exc:
             raise SystemExit(f"pace on {args.input}: {cli_message(str(exc))}") from None
     print(
