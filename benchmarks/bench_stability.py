@@ -9,8 +9,7 @@ subject with more than two observations hides 20% of them
 (:func:`fdaimpute.metrics.split_held_out`). Each imputer is fitted with its
 defaults on the visible observations, once per ``random_state`` in
 ``0 .. --seeds - 1`` (once if it has no ``random_state``), and predicts the
-hidden ones. Reported per data set and
-imputer:
+hidden ones. Reported per data set and imputer:
 
 - ``RMSE / mean``: held-out RMSE relative to that of the pooled mean curve
   (a local-linear smoother of the visible points, bandwidth by GCV), mean

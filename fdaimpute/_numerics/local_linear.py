@@ -345,8 +345,8 @@ def local_linear_binned(
 
 #: Grid steps per bandwidth of :func:`local_linear_at`'s interpolant.
 HERMITE_STEPS = 512
-#: :func:`local_linear_at` interpolates where the points outnumber its grid
-#: this many times over.
+#: :func:`local_linear_at` interpolates where the distinct points outnumber
+#: its grid this many times over.
 HERMITE_MIN_RATIO = 4
 
 
@@ -358,11 +358,11 @@ def local_linear_at(centres, weight, total, points, bandwidth, kernel):
     distinct points as a grid of step ``bandwidth / HERMITE_STEPS`` over
     their range holds, the fit at the points is the cubic Hermite
     interpolant of the exact fit and its exact derivative on that grid
-    instead: the fit is a ratio of
-    Gaussian-smoothed sums, whose fourth derivative is of the order of its
-    scale over ``bandwidth^4``, so the interpolation error is of the order
-    of ``3 / 384 / HERMITE_STEPS^4`` (1e-13) of the fit's scale (measured
-    below 1e-13 on real and simulated data; the test bounds it at 1e-12).
+    instead. The fit is a ratio of Gaussian-smoothed sums, whose fourth
+    derivative is of the order of its scale over ``bandwidth^4``, so the
+    interpolation error is of the order of ``3 / 384 / HERMITE_STEPS^4``
+    (1e-13) of the fit's scale (at most 7e-14 on real and simulated data,
+    ``benchmarks/bench_mean_at.py``; the tests bound it at 1e-12).
     Otherwise, and wherever the grid's fit is undefined, the exact fit at
     each distinct point.
 
