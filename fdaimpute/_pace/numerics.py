@@ -239,8 +239,8 @@ class _Numerics:
     @staticmethod
     def _distinct(model, times, values):
         """Residuals, and the distinct times with each one's index (if few)."""
-        resid = values - model.mean(times)
         uniq, index = np.unique(times, return_inverse=True)
+        resid = values - model.mean(uniq)[index]
         if uniq.size > MAX_EXACT_TIMES:
             uniq, index = times, None
         return resid, uniq, index
