@@ -221,4 +221,10 @@ def test_fit_at_few_points_or_other_kernels_is_evaluated_exactly(hermite_calls):
         np.testing.assert_array_equal(
             ll.local_linear_at(centres, weight, total, points, 1.0, kernel), exact
         )
+    # distinct points in order (a grid) are taken as they are
+    grid = np.unique(few)
+    np.testing.assert_array_equal(
+        ll.local_linear_at(centres, weight, total, grid, 1.0, "gaussian"),
+        ll.local_linear_binned(centres, weight, total, grid, 1.0, "gaussian"),
+    )
     assert not hermite_calls

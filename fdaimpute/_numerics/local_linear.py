@@ -382,7 +382,10 @@ def local_linear_at(centres, weight, total, points, bandwidth, kernel):
     ndarray of the shape of ``points``
     """
     t = np.asarray(points, dtype=np.float64)
-    uniq, inv = np.unique(t, return_inverse=True)
+    if t.ndim == 1 and (np.diff(t) > 0).all():  # already distinct, in order
+        uniq, inv = t, None
+    else:
+        uniq, inv = np.unique(t, return_inverse=True)
     fit = None
     if kernel == "gaussian" and uniq.size:
         lo, hi = float(uniq[0]), float(uniq[-1])
@@ -391,7 +394,7 @@ def local_linear_at(centres, weight, total, points, bandwidth, kernel):
             fit = _hermite_fit(centres, weight, total, uniq, bandwidth, n_grid)
     if fit is None:
         fit = local_linear_binned(centres, weight, total, uniq, bandwidth, kernel)
-    return fit[inv].reshape(t.shape)
+    return fit if inv is None else fit[inv].reshape(t.shape)
 
 
 def _hermite_fit(centres, weight, total, points, bandwidth, n_grid):
