@@ -44,17 +44,11 @@ SETS += ["uk-8-12-50", "uk-8-12-250"]
 
 
 def continuous(n, seed=0):
-    """The SAND paper's process, 10 observations per subject at continuous times."""
-    rng = np.random.default_rng(seed)
-    sim = fi.simulate.sand_paper(n=n, n_obs="8-12", random_state=seed)
-    data = sim.train.data
-    times = np.sort(rng.uniform(0.0, 1.0, data.times.size))
-    # keep each subject's values, give them distinct continuous times in order
-    order = np.argsort(rng.random(times.size))
-    times = times[order]
-    parts = np.split(times, data.offsets[1:-1])
-    values = np.split(data.values, data.offsets[1:-1])
-    return fi.IrregularData.from_lists([np.sort(p) for p in parts], values)
+    """The SAND paper's process, 8-12 observations per subject at continuous times."""
+    sim = fi.simulate.sand_paper(
+        n=n, n_obs="8-12", off_grid=True, split=(1.0, 0.0, 0.0), random_state=seed
+    )
+    return sim.train.data
 
 
 def accuracy_row(name, data, n_points):
@@ -143,12 +137,6 @@ def main(argv=None):
     speed_columns = list(speed[0])
     body = "\n".join(
         [
-            f"Command: `python benchmarks/bench_mean_at.py --n {args.n} "
-            f"--points {args.points} --repeats {args.repeats}"
-            f"{' --write' if args.write else ''}`  ",
-            f"Machine: {machine()}  ",
-            f"Date: {time.strftime('%Y-%m-%d %H:%M')}",
-            "",
             "PACE's mean evaluated at observation times through a cubic Hermite "
             "interpolant of the exact local-linear fit and its derivative on a grid of "
             f"bandwidth / {ll.HERMITE_STEPS} (where the distinct times outnumber that "
@@ -165,6 +153,7 @@ def main(argv=None):
         ]
     )
     print(body)
+    print(machine())
     if args.write:
         write_section("mean-at", "PACE's mean at many observation times", body)
 

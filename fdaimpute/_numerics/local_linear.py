@@ -361,7 +361,7 @@ def local_linear_at(centres, weight, total, points, bandwidth, kernel):
     instead. The fit is a ratio of Gaussian-smoothed sums, whose fourth
     derivative is of the order of its scale over ``bandwidth^4``, so the
     interpolation error is of the order of ``3 / 384 / HERMITE_STEPS^4``
-    (1e-13) of the fit's scale (at most 7e-14 on real and simulated data,
+    (1e-13) of the fit's scale (at most 3e-14 on real and simulated data,
     ``benchmarks/bench_mean_at.py``; the tests bound it at 1e-12).
     Otherwise, and wherever the grid's fit is undefined, the exact fit at
     each distinct point.
