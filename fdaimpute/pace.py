@@ -532,10 +532,9 @@ default="cv"
             fourth pass, and where one is implausible fit the next-best
             covariance bandwidths from the same sums (each checked with one
             more pass), as ``fit`` does: the model is then ``fit``'s in every
-            case. The pass can cost more than the three others together (the
-            mean at every observation time and each subject's curve; see
-            ``docs/pace.md``). Without it, ``transform`` still warns of an
-            implausible curve.
+            case. The pass computes every subject's scores and curve: about
+            40% more time at 10^7 observations (``docs/pace.md``). Without
+            it, ``transform`` still warns of an implausible curve.
 
         Returns
         -------
@@ -658,10 +657,10 @@ default="cv"
             with recording() as seconds, one_blas_thread():
                 result, refit = _chunked.fit_passes(run, found, numerics, options, rng)
                 self._store(result, numerics)
-                excursion = partial(
-                    run, _chunked.excursion, _chunked.no_local, max, estimator=self
-                )
                 if check_curves:
+                    excursion = partial(
+                        run, _chunked.excursion, _chunked.no_local, max, estimator=self
+                    )
                     self._check_plausible(excursion, refit, result, numerics)
             self.timings_ = {**seconds, "total": perf_counter() - start}
         except BaseException:
