@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 import fdaimpute as fi
 from fdaimpute._fpca.heldout import (
@@ -110,13 +111,22 @@ def _profile_of(counts, true_factor, seed):
 
 
 def test_band_profile_follows_a_variance_that_grows_over_time():
-    # factor 0.25 -> 1 -> 4 over the range: each third's estimate is shrunk
-    # towards 1 by n / (n + 50), so 0.25 ** (300 / 350) and 4 ** (100 / 150)
     factors = np.array(
         [_profile_of([300, 200, 100], [0.25, 1.0, 4.0], s) for s in range(8)]
     )
     early, mid, late = np.exp(np.log(factors).mean(axis=0))
-    assert 0.25 < early < 0.4 and 0.8 < mid < 1.25 and 2.0 < late < 3.2
+    assert 0.2 < early < 0.32 and 0.8 < mid < 1.25 and 3.2 < late < 5.0
+
+
+def test_band_profile_covers_a_new_point_at_the_level_with_few_points():
+    # 30 hidden points a third: the 95% interval the factor gives a new
+    # point of that third covers it with probability 0.95 on average over
+    # draws (a plain sample quantile gives about 0.92, and pulling each
+    # third's factor towards 1 less still where the variance grows)
+    true = np.array([0.5, 1.0, 2.0])
+    factors = np.array([_profile_of([30, 30, 30], true, s) for s in range(400)])
+    coverage = 2 * norm.cdf(1.959964 * np.sqrt(factors / true)) - 1
+    assert np.all(np.abs(coverage.mean(axis=0) - 0.95) < 0.008)
 
 
 def test_band_profile_is_flat_without_a_trend():

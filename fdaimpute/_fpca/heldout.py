@@ -274,8 +274,6 @@ def one_standard_error_k(errors, owner):
 
 #: Least hidden points in every third of the time range for a time profile.
 PROFILE_MIN_POINTS = 20
-#: Shrinkage of a third's log-factor towards 0: weight n / (n + this).
-PROFILE_SHRINK = 50.0
 #: Bounds of the profile's factor.
 PROFILE_BOUNDS = (0.2, 5.0)
 #: The interval whose coverage the profile calibrates (two-sided, Gaussian).
@@ -291,12 +289,19 @@ def band_profile(times, resid, variance, time_range):
     at 16; on carData's Blackmore one level for all ages covered 0.99 of
     the visits at 8 and 0.93 from 13 on). In each third of the time range
     the factor is the square of the hidden points' ``PROFILE_LEVEL``
-    quantile of ``|resid| / sqrt(variance)`` over its Gaussian value, its
-    logarithm shrunk towards 0 by ``n / (n + PROFILE_SHRINK)`` for the
-    ``n`` points there; the factor is linear in time between the centres
-    of the thirds and constant beyond. With fewer than
-    ``PROFILE_MIN_POINTS`` hidden points in some third the data cannot
-    support a profile, and the factor is 1.
+    quantile of ``|resid| / sqrt(variance)`` over its Gaussian value; the
+    factor is linear in time between the centres of the thirds and
+    constant beyond. With fewer than ``PROFILE_MIN_POINTS`` hidden points
+    in some third the data cannot support a profile, and the factor is 1.
+
+    The quantile is the order statistic at ``PROFILE_LEVEL * (n + 1)`` of
+    the ``n`` points of the third (interpolated: Weibull's plotting
+    position), not at ``PROFILE_LEVEL * n``: the ``k``-th smallest of ``n``
+    exchangeable scores exceeds a new one with probability ``k / (n + 1)``,
+    so this level covers a new point with probability about
+    ``PROFILE_LEVEL``,
+    where the plain sample quantile covers ``((n - 1) p + 1) / (n + 1)``
+    (0.921 for 30 points at ``p = 0.95``).
 
     Parameters
     ----------
@@ -325,13 +330,17 @@ def band_profile(times, resid, variance, time_range):
     gaussian = norm.ppf(0.5 + PROFILE_LEVEL / 2)
     log_factor = np.array(
         [
-            2.0
-            * np.log(max(np.quantile(z[third == j], PROFILE_LEVEL), 1e-12) / gaussian)
+            2.0 * np.log(max(_quantile_for_new_point(z[third == j]), 1e-12) / gaussian)
             for j in range(3)
         ]
     )
-    log_factor *= counts / (counts + PROFILE_SHRINK)
     return knots, np.clip(np.exp(log_factor), *PROFILE_BOUNDS)
+
+
+def _quantile_for_new_point(z):
+    """The ``PROFILE_LEVEL`` quantile of ``z`` that covers a new exchangeable
+    score with that probability (see :func:`band_profile`)."""
+    return np.quantile(z, PROFILE_LEVEL, method="weibull")
 
 
 def profile_factor(profile, times):
