@@ -244,6 +244,44 @@ def test_prediction_intervals_cover_held_out_points():
     assert 0.92 <= np.mean(miss <= 1.959964 * scale) <= 0.98
 
 
+def _two_point_noise_late(seed, n=150):
+    """Curves ``sin(2 pi t) + a + b t`` seen 20-30 times on [0, 1] with
+    Gaussian noise of SD 0.5, except in the last third, where the noise is
+    +-0.5 (the same variance, but never beyond 0.5)."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(20, 31, size=n)
+    subject = np.repeat(np.arange(n), counts)
+    times = np.concatenate([np.sort(rng.uniform(0, 1, c)) for c in counts])
+    a, b = rng.normal(size=(2, n))
+    noise = 0.5 * rng.normal(size=times.size)
+    late = times > 2 / 3
+    noise[late] = 0.5 * rng.choice([-1.0, 1.0], size=late.sum())
+    values = np.sin(2 * np.pi * times) + a[subject] + b[subject] * times + noise
+    return IrregularData(times, values, np.concatenate([[0], np.cumsum(counts)]))
+
+
+def test_interval_coverage_is_calibrated_per_third_of_the_range():
+    # a Gaussian likelihood sees the same variance in every third, and its
+    # 95% intervals cover 0.99 of the late third's held-out points, whose
+    # noise never leaves +-0.5; the left-out points' quantile narrows them
+    data = _two_point_noise_late(0)
+    visible, hidden, rows = fi.metrics.split_held_out(
+        data, 0.2, min_keep=2, random_state=0
+    )
+    imp = KernelImputer().fit(visible)
+    knots, factor = imp._bands.calibration
+    assert factor[2] < 0.8 and np.all(np.abs(np.log(factor[:2])) < 0.2)
+    grid = np.unique(hidden.times)
+    curves, sd = imp.transform(visible[rows], grid=grid, return_std=True)
+    subject = np.repeat(np.arange(len(hidden)), hidden.n_obs)
+    column = np.searchsorted(grid, hidden.times)
+    scale = np.sqrt(sd[subject, column] ** 2 + imp.noise_variance_at(hidden.times))
+    inside = np.abs(hidden.values - curves[subject, column]) <= 1.959964 * scale
+    third = np.clip((hidden.times * 3).astype(int), 0, 2)
+    for j in range(3):
+        assert 0.93 <= inside[third == j].mean() <= 0.975, j
+
+
 def test_sd_grows_away_from_the_observations():
     sim = fi.simulate.sand_paper(n=150, n_obs="8-12", n_harmonics=3, random_state=0)
     imp = KernelImputer(grid=sim.grid).fit(sim.train.data)

@@ -47,10 +47,20 @@ class BandModel:
     misfit: float
     prior_misfit: float
     norm_misfit: float
+    #: ``(knots, factor)``: a further factor of ``g``, linear between its
+    #: knots (a calibration of the intervals' coverage over time), or None.
+    calibration: tuple | None = None
 
     def profile(self, times):
         """The time profile ``g`` at ``times``."""
-        return np.exp(np.interp(times, self.knots, self.log_profile))
+        profile = np.exp(np.interp(times, self.knots, self.log_profile))
+        if self.calibration is not None:
+            profile = profile * np.interp(times, *self.calibration)
+        return profile
+
+    def predictive_variance(self, times, norm2, prior_weight):
+        """Variance of a new observation at ``times`` about the fit."""
+        return self.noise_at(times) + self.curve_variance(times, norm2, prior_weight)
 
     def noise_at(self, times):
         """The noise variance ``g sigma^2`` of a new observation at ``times``."""
