@@ -299,9 +299,8 @@ def band_profile(times, resid, variance, time_range):
     position), not at ``PROFILE_LEVEL * n``: the ``k``-th smallest of ``n``
     exchangeable scores exceeds a new one with probability ``k / (n + 1)``,
     so this level covers a new point with probability about
-    ``PROFILE_LEVEL``,
-    where the plain sample quantile covers ``((n - 1) p + 1) / (n + 1)``
-    (0.921 for 30 points at ``p = 0.95``).
+    ``PROFILE_LEVEL``, where the plain sample quantile covers
+    ``((n - 1) p + 1) / (n + 1)`` (0.921 for 30 points at ``p = 0.95``).
 
     Parameters
     ----------
