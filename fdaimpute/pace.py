@@ -31,8 +31,11 @@ __all__ = ["PACEImputer"]
 _POSITIVE = Interval("real", 0, closed="neither")
 _LEGACY_PARAMS = ("kernel", "fdapace_compat", "measurement_error")
 #: Next-best covariance bandwidths tried when the best gives a training
-#: subject an implausible curve.
+#: subject an implausible curve ...
 _PLAUSIBLE_TRIES = 5
+#: ... and beyond them, those whose held-out error is at most this many
+#: times the best's.
+_PLAUSIBLE_SLACK = 1.10
 _CHUNK_OPTIONS = (
     "binning",
     "bandwidth_mean",
@@ -221,8 +224,9 @@ default="cv"
     shortens it across. Where the pair with the least held-out error gives
     some training subject a curve that leaves the data's range widened by
     half of it inside the time range (the warning of ``transform``), the
-    next pairs by held-out error are tried in turn (at most five) and the
-    first that gives none is kept (if none does, the one whose worst curve
+    next pairs by held-out error are tried in turn (five, and beyond them
+    those whose held-out error is within 10% of the best) and the first
+    that gives none is kept (if none does, the one whose worst curve
     leaves the range least); ``cv_results_["implausible_bandwidths"]``
     lists the pairs tried before the one kept. On 90 of pbcseq's patients
     the best pair (14.1 years along the diagonal, 0.34 across) took a
@@ -447,15 +451,25 @@ default="cv"
             self._fall_back_to_plausible(excursion, fit, result, numerics)
 
     def _fall_back_to_plausible(self, excursion, fit, best, numerics):
-        """Refit at the next-best covariance bandwidths of the search (at most
-        ``_PLAUSIBLE_TRIES``) while some training subject's curve leaves the
+        """Refit at the next-best covariance bandwidths of the search (the
+        next ``_PLAUSIBLE_TRIES``, then any within ``_PLAUSIBLE_SLACK`` of the
+        best held-out error) while some training subject's curve leaves the
         data's widened range; ``cv_results_["implausible_bandwidths"]`` lists
         the pairs tried before the one kept."""
         cv = best.cv_results
         chosen = np.asarray(best.estimate.bandwidth, dtype=float)
-        ranked = cv["bandwidths"][np.argsort(cv["scores"], kind="stable")]
-        ranked = [tuple(map(float, p)) for p in ranked if not np.allclose(p, chosen)]
-        ranked = ranked[:_PLAUSIBLE_TRIES]
+        scores = np.asarray(cv["scores"], dtype=float)
+        others = [
+            i
+            for i in np.argsort(scores, kind="stable")
+            if not np.allclose(cv["bandwidths"][i], chosen)
+        ]
+        near = _PLAUSIBLE_SLACK * np.nanmin(scores)
+        ranked = [
+            tuple(map(float, cv["bandwidths"][i]))
+            for rank, i in enumerate(others)
+            if rank < _PLAUSIBLE_TRIES or scores[i] <= near
+        ]
         tried = [tuple(map(float, chosen)), *ranked]
         self.cv_results_ = {**cv, "implausible_bandwidths": tried[1:]}
 
