@@ -102,3 +102,18 @@ def subsample(data, n):
     """The stability benchmark's ``n`` subjects of ``data`` (its seed is ``n``)."""
     rng = np.random.default_rng(n)
     return data.take(np.sort(rng.choice(len(data), n, replace=False)))
+
+
+def inside_intervals(imputer, visible, hidden, rows):
+    """Whether each held-out value lies in ``imputer``'s 95% prediction
+    interval (the curve's band widened by the noise at its time), the
+    subjects ``visible[rows]`` imputed on the hidden values' times."""
+    grid = np.unique(hidden.times)
+    curves, sd = imputer.transform(visible[rows], grid=grid, return_std=True)
+    subject = np.repeat(np.arange(len(hidden)), hidden.n_obs)
+    column = np.searchsorted(grid, hidden.times)
+    noise = imputer.noise_variance_at(hidden.times)
+    scale = np.sqrt(np.asarray(sd)[subject, column] ** 2 + noise)
+    return (
+        np.abs(hidden.values - np.asarray(curves)[subject, column]) <= 1.959964 * scale
+    )

@@ -394,12 +394,7 @@ def test_bands_follow_noise_that_grows_over_time(imputer):
         imp = imputer().fit(visible)
     start, end = imp.noise_variance_at(np.array([lo, hi]))
     assert end > 1.3 * start
-    grid = np.unique(hidden.times)
-    curves, sd = imp.transform(visible[rows], grid=grid, return_std=True)
-    subject = np.repeat(np.arange(len(hidden)), hidden.n_obs)
-    column = np.searchsorted(grid, hidden.times)
-    scale = np.sqrt(sd[subject, column] ** 2 + imp.noise_variance_at(hidden.times))
-    inside = np.abs(hidden.values - curves[subject, column]) <= 1.959964 * scale
+    inside = _configs.inside_intervals(imp, visible, hidden, rows)
     late = hidden.times >= lo + 2 * (hi - lo) / 3
     assert np.mean(inside[late]) >= 0.92
 

@@ -3,6 +3,7 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
+from _configs import inside_intervals
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.linear_model import RidgeCV
@@ -235,13 +236,7 @@ def test_prediction_intervals_cover_held_out_points():
         sim.train.data, 0.2, min_keep=2, random_state=0
     )
     imp = KernelImputer().fit(visible)
-    grid = np.unique(hidden.times)
-    curves, sd = imp.transform(visible[rows], grid=grid, return_std=True)
-    subject = np.repeat(np.arange(len(hidden)), hidden.n_obs)
-    column = np.searchsorted(grid, hidden.times)
-    scale = np.sqrt(sd[subject, column] ** 2 + imp.noise_variance_at(hidden.times))
-    miss = np.abs(hidden.values - curves[subject, column])
-    assert 0.92 <= np.mean(miss <= 1.959964 * scale) <= 0.98
+    assert 0.92 <= np.mean(inside_intervals(imp, visible, hidden, rows)) <= 0.98
 
 
 def _two_point_noise_late(seed, n=150):
@@ -271,12 +266,7 @@ def test_interval_coverage_is_calibrated_per_third_of_the_range():
     imp = KernelImputer().fit(visible)
     knots, factor = imp._bands.calibration
     assert factor[2] < 0.8 and np.all(np.abs(np.log(factor[:2])) < 0.2)
-    grid = np.unique(hidden.times)
-    curves, sd = imp.transform(visible[rows], grid=grid, return_std=True)
-    subject = np.repeat(np.arange(len(hidden)), hidden.n_obs)
-    column = np.searchsorted(grid, hidden.times)
-    scale = np.sqrt(sd[subject, column] ** 2 + imp.noise_variance_at(hidden.times))
-    inside = np.abs(hidden.values - curves[subject, column]) <= 1.959964 * scale
+    inside = inside_intervals(imp, visible, hidden, rows)
     third = np.clip((hidden.times * 3).astype(int), 0, 2)
     for j in range(3):
         assert 0.93 <= inside[third == j].mean() <= 0.975, j
