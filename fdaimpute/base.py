@@ -215,9 +215,10 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         ``refits`` (callables without arguments) refits the estimator in
         place, and ``excursion()`` measures the fitted estimator's worst
         training curve (:meth:`_excursion` of the training data, or the
-        largest over its chunks). The first refit with no implausible curve is kept; if
-        there is none, the fit (the first one included) whose worst curve
-        leaves the range least is restored, and ``transform`` warns about it.
+        largest over its chunks). The first refit with no implausible curve
+        is kept; if there is none, the fit (the first one included) whose
+        worst curve leaves the range least is restored, and ``transform``
+        warns about it.
         """
         least, kept = excursion(), self.__dict__.copy()
         for refit in refits:

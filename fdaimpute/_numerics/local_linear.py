@@ -363,8 +363,8 @@ def local_linear_at(centres, weight, total, points, bandwidth, kernel):
     interpolation error is of the order of ``3 / 384 / HERMITE_STEPS^4``
     (1e-13) of the fit's scale (at most 3e-14 on real and simulated data,
     ``benchmarks/bench_mean_at.py``; the tests bound it at 1e-12).
-    Otherwise, and wherever the grid's fit is undefined, the exact fit at
-    each distinct point.
+    Otherwise, or where the fit is undefined anywhere on that grid, the
+    exact fit at each distinct point.
 
     Parameters
     ----------

@@ -596,20 +596,18 @@ def fit_passes(run, found, numerics, options, rng):
         return PooledMoments(template, mean, at_bins, None, None, None, n, moments)
 
     difference_noise = None if cut is None else _noise_estimate(keep, total)
+    # the folds' sums and validation subjects, for every refit's search
+    on_folds = [
+        (pooled(f), _joined(total.fit_parts[f]), _joined(total.new_parts[f]))
+        for f in range(len(folds))
+    ]
 
     def refit(bandwidth_cov):
         choice = (bandwidth_cov, None, None)
         if is_rule(bandwidth_cov, "cv") or is_rule(options["n_components"], "cv"):
             choice = select_on_folds(
                 numerics,
-                [
-                    (
-                        pooled(f),
-                        _joined(total.fit_parts[f]),
-                        _joined(total.new_parts[f]),
-                    )
-                    for f in range(len(folds))
-                ],
+                on_folds,
                 bandwidth_cov=bandwidth_cov,
                 n_components=options["n_components"],
                 max_k=max_k,
