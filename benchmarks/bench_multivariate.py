@@ -208,7 +208,7 @@ def attribute_seed(seed, n_train, n_test, covariates=False):
             beta = beta.copy()
             beta[0] = 0.0
         z = np.concatenate([np.ones((z.shape[0], 1)), z], axis=1)
-        return imp._effect_at(beta, imp.work_grids_[j], t, z)
+        return imp._effect_at(j, t, z, beta=beta)
 
     def at_centre(t):
         # the covariates where the fit's design is zero (the numeric ones at

@@ -44,6 +44,16 @@ age and treatment (section ``pbc-networks``). ``--patients N`` fits the
 main comparison on N patients drawn at random in each split (section
 ``pbc-N``): what a small study's data give.
 
+``--small-studies`` fits MultivariatePACEImputer with the covariates sex,
+age and treatment to all values of 20, 40 and 90 patients drawn at random
+(seeds 0 to 11; ``--sizes``, ``--study-seeds``), on the five labs together
+and on log bilirubin alone, and counts the fits that give some patient a
+curve (on 201 times inside the fit's range) outside a lab's range of values
+widened by half of it on each side, and those patients (section
+``pbc-small-studies``). ``--save-rows`` keeps the rows, ``--load-rows``
+tables saved ones; ``--compare-rows`` adds the counts of rows saved from
+another checkout.
+
 Usage::
 
     python benchmarks/bench_pbc.py                 # print the table
@@ -51,11 +61,13 @@ Usage::
     python benchmarks/bench_pbc.py --patients 90 --splits 10 --write
     python benchmarks/bench_pbc.py --kernel-mice [--check-seeds 0,1,2] [--write]
     python benchmarks/bench_pbc.py --networks [sand vt] [--write]
+    python benchmarks/bench_pbc.py --small-studies [--save-rows F] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -434,9 +446,26 @@ def main():
         default="0,1",
         help="seeds of --kernel-mice and --networks, comma-separated (default 0,1)",
     )
+    parser.add_argument(
+        "--small-studies",
+        action="store_true",
+        help="count implausible curves of covariate-adjusted fits on few patients",
+    )
+    parser.add_argument("--sizes", default="20,40,90")
+    parser.add_argument("--study-seeds", type=int, default=12)
+    parser.add_argument("--save-rows", help="--small-studies: write the rows here")
+    parser.add_argument(
+        "--compare-rows", help="--small-studies: rows saved from another checkout"
+    )
+    parser.add_argument(
+        "--load-rows", help="--small-studies: table these saved rows, fit nothing"
+    )
     args = parser.parse_args()
     labs, covariates = load()
     seeds = [int(s) for s in args.check_seeds.split(",")]
+    if args.small_studies:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        return small_studies(labs, covariates, sizes, args)
     if args.kernel_mice:
         return several_labs(labs, seeds, "kernel-mice", ["kernel", "mice"], args.write)
     if args.networks is not None:
@@ -568,6 +597,87 @@ def several_labs(labs, seeds, kind, names, write, covariates=None):
             f"patients outside, summed.\n\n{summary}\n"
         )
         write_section(*CHECK_SECTIONS[kind], body)
+
+
+def small_study_fit(labs, covariates, names, n, seed):
+    """Patients whose curve leaves a lab's widened range, per lab, in one fit
+    of MultivariatePACEImputer with the covariates on ``n`` random patients."""
+    data = _with_covariates(_some_patients(labs, n, seed), covariates, names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imp = MultivariatePACEImputer(random_state=seed, covariates=COVARIATES)
+        imp.fit(data)
+        grid = np.linspace(*imp.time_range_, 201)
+        curves = imp.transform_3d(data, grid=grid)
+    return [
+        _outside(curves[:, j], data.values[data.variable == j])
+        for j in range(len(names))
+    ]
+
+
+def small_studies(labs, covariates, sizes, args):
+    """``--small-studies``: implausible curves of covariate-adjusted fits."""
+    groups = {"five labs": list(labs), "log bilirubin": ["log bilirubin"]}
+    rows = []
+    if args.load_rows:
+        rows = json.loads(Path(args.load_rows).read_text())
+    for group, names in groups.items() if not rows else ():
+        for n in sizes:
+            for seed in range(args.study_seeds):
+                outside = small_study_fit(labs, covariates, names, n, seed)
+                rows.append(dict(labs=group, patients=n, seed=seed, outside=outside))
+                print(f"{group} n={n} seed={seed}: outside {outside}", flush=True)
+    if args.save_rows:
+        Path(args.save_rows).write_text(json.dumps(rows, indent=1))
+    earlier = (
+        json.loads(Path(args.compare_rows).read_text()) if args.compare_rows else None
+    )
+    table = markdown_table(_study_summary(rows, earlier), _study_columns(earlier))
+    print(table)
+    if args.write:
+        compared = (
+            f" `before`: the same fits from rows saved at another commit "
+            f"(`{args.compare_rows}`)."
+            if earlier
+            else ""
+        )
+        body = (
+            "MultivariatePACEImputer with the covariates sex, age and "
+            "treatment, fitted to every value of patients of survival::pbcseq "
+            f"drawn at random (seeds 0 to {args.study_seeds - 1}), on the five "
+            "labs together and on log bilirubin alone. `fits outside`: fits "
+            "that give some patient a curve (201 times inside the fit's range) "
+            "outside a lab's range of values widened by half of it on each "
+            "side; `patients outside`: such patients, summed over the fits and "
+            f"labs.{compared}\n\n{table}\n"
+        )
+        write_section(
+            "pbc-small-studies", "PBC: covariate-adjusted fits on few patients", body
+        )
+
+
+def _study_summary(rows, earlier=None):
+    out = []
+    keys = dict.fromkeys((r["labs"], r["patients"]) for r in rows)
+    for group, n in keys:
+        row = {"labs": group, "patients": n}
+        for label, source in (("", rows), ("before ", earlier or [])):
+            mine = [r for r in source if (r["labs"], r["patients"]) == (group, n)]
+            if not mine:
+                continue
+            row[f"{label}fits outside"] = (
+                f"{sum(sum(r['outside']) > 0 for r in mine)} of {len(mine)}"
+            )
+            row[f"{label}patients outside"] = sum(sum(r["outside"]) for r in mine)
+        out.append(row)
+    return out
+
+
+def _study_columns(earlier):
+    columns = ["labs", "patients", "fits outside", "patients outside"]
+    if earlier:
+        columns += ["before fits outside", "before patients outside"]
+    return columns
 
 
 if __name__ == "__main__":

@@ -1,12 +1,20 @@
 """Covariate-adjusted means in MultivariatePACEImputer: known answers, errors, files."""
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
 import fdaimpute as fi
-from fdaimpute._fpca.covariates import CovariateDesign, varying_coefficients
+from fdaimpute._fpca.covariates import (
+    CovariateDesign,
+    covariate_support,
+    effect_curves,
+    effective_subjects,
+    varying_coefficients,
+)
 from fdaimpute.mpace import MultivariatePACEImputer
 from fdaimpute.multivariate import MultivariateIrregularData
 
@@ -50,6 +58,116 @@ def test_varying_coefficients_recover_a_linear_in_z_mean():
     coef = varying_coefficients(t, y, z, grid, 0.08, "epanechnikov")
     truth = np.stack([np.sin(2 * grid), 1 + grid**2, -np.cos(3 * grid)])
     assert np.abs(coef - truth).max() < 0.03
+
+
+def test_effective_subjects_weigh_each_subject_by_its_kernel_mass():
+    # at the observations' time every kernel weight is K(0): subjects with
+    # 1, 1 and 2 observations weigh (1 + 1 + 2)^2 / (1 + 1 + 4)
+    times = np.zeros(4)
+    found = effective_subjects(
+        times, np.array([7, 3, 5, 5]), np.zeros(1), np.ones(1), "gaussian"
+    )
+    assert_allclose(found, [16 / 6])
+
+
+def test_coefficients_widen_only_where_few_subjects_are_seen():
+    # 60 subjects of 4 visits, fewer and fewer late (Beta(1, 4) times), and
+    # an effect beta(t) = t of a subject-level z
+    worst_fixed, worst_widened = [], []
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        subject = np.repeat(np.arange(60), 4)
+        t = rng.beta(1, 4, subject.size)
+        z = rng.normal(size=(60, 1))[subject]
+        own = 0.3 * rng.normal(size=60)[subject]
+        y = np.sin(3 * t) + z[:, 0] * t + own + 0.1 * rng.normal(size=t.size)
+        grid = np.linspace(0, t.max(), 21)
+        fixed = varying_coefficients(t, y, z, grid, 0.05, "gaussian")
+        widened = varying_coefficients(t, y, z, grid, 0.05, "gaussian", subject=subject)
+        # where the subjects are many, the same fit
+        assert_allclose(widened[:, :3], fixed[:, :3])
+        worst_fixed.append(np.abs(fixed[1] - grid).max())
+        worst_widened.append(np.abs(widened[1] - grid).max())
+    # late, the fixed bandwidth fits the slope to two or three subjects
+    assert max(worst_fixed) > 2.0
+    assert max(worst_widened) < 0.5
+
+
+def test_support_is_the_range_seen_near_a_time_and_levels_held_by_three():
+    # subjects 0..9 observed twice around t = 0 (ages 30..75), subjects
+    # 10..13 once around t = 1 (ages 40..43); a level held by subjects
+    # 0, 1 and 2 (early) and by subject 12 alone (late)
+    age = np.concatenate([np.repeat(30.0 + 5 * np.arange(10), 2), 40.0 + np.arange(4)])
+    times = np.concatenate([np.tile([0.0, 0.05], 10), [0.95, 1.0, 1.0, 0.98]])
+    subject = np.concatenate([np.repeat(np.arange(10), 2), 10 + np.arange(4)])
+    level = np.isin(subject, [0, 1, 2, 12]).astype(float)
+    design = np.column_stack([age, level])
+    support = covariate_support(times, design, subject, np.array([0.0, 1.0]), 0.1)
+    # near 0: the ages seen there; three subjects hold the level
+    assert_allclose(support[:, :, 0], [[30.0, 0.0], [75.0, 1.0]])
+    # near 1: one subject holding the level is not support for it
+    assert_allclose(support[:, :, 1], [[40.0, 0.0], [43.0, 0.0]])
+
+
+def test_effects_hold_a_subject_inside_the_support_with_consistent_slopes():
+    grid = np.linspace(0.0, 1.0, 11)
+    beta = np.stack([np.sin(grid), 1.0 + grid, np.cos(3 * grid)])
+    low = np.stack([-1.0 + 0.5 * grid, np.zeros(11)])
+    high = np.stack([1.0 - grid**2, np.ones(11)])
+    support = np.stack([low, high])
+    design = np.array([[1.0, 3.0, 1.0], [1.0, -0.3, 0.0], [1.0, -4.0, 1.0]])
+    times = np.linspace(0.03, 0.97, 23)
+    out = effect_curves(beta, support, grid, design, times)
+    # the first subject's value is held at the upper bound throughout, the
+    # second's is inside; the bounds are smooth between grid points
+    coef = np.stack([np.sin(times), 1.0 + times, np.cos(3 * times)])
+    bound_hi = 1.0 - times**2
+    assert_allclose(out[0], coef[0] + bound_hi * coef[1] + coef[2], atol=1e-3)
+    assert_allclose(out[1], coef[0] - 0.3 * coef[1], atol=1e-3)
+    slope = effect_curves(beta, support, grid, design, times, derivative=True)
+    eps = 1e-6
+    numeric = (
+        effect_curves(beta, support, grid, design, times + eps)
+        - effect_curves(beta, support, grid, design, times - eps)
+    ) / (2 * eps)
+    assert_allclose(slope, numeric, atol=1e-5)
+
+
+def test_an_effect_is_not_carried_to_covariates_unseen_at_a_time():
+    # a small study whose patients over 55 are seen early only; the effect
+    # of age grows with time up to 55 and no further (the old are sicker
+    # from the start, not ever faster). The young show a linear effect, and
+    # carried to a 70-year-old late it would double the truth there
+    rng = np.random.default_rng(3)
+    n = 40
+    age = rng.uniform(30, 75, n)
+    own = rng.normal(0, 0.3, n)
+
+    def truth(a, t):
+        return 1.0 + (np.minimum(a, 55.0) - 50) * 0.08 * t
+
+    rows = []
+    for i in range(n):
+        last = 0.35 if age[i] > 55 else 1.0
+        t = np.sort(rng.uniform(0, last, rng.integers(3, 7)))
+        t[0] = 0.0
+        y = truth(age[i], t) + own[i] + rng.normal(0, 0.2, t.size)
+        rows += [(i, s, "x", v, age[i]) for s, v in zip(t, y)]
+    frame = pd.DataFrame(rows, columns=["id", "time", "variable", "value", "age"])
+    data = MultivariateIrregularData.from_long(frame, covariates=["age"])
+    imp = MultivariatePACEImputer(random_state=0, covariates=["age"]).fit(data)
+    old = np.flatnonzero(data.covariates["age"] > 70)
+    late = np.linspace(0.75, 0.95, 5)
+    curves = np.asarray(imp.transform(data.take(old), grid=late))
+    expected = truth(age[old][:, None], late) + own[old][:, None]
+    # the linear effect carried to them was 2.6 off the truth (its
+    # curves left the data's widened range); their own deviations, read
+    # from a few early visits, leave errors of a few tenths
+    assert np.abs(curves - expected).max() < 1.0
+    # the support's upper age late is that of the oldest followed so long
+    support = imp.covariate_support_[0]
+    centre = imp.covariate_encoding_["age"]["centre"]
+    assert_allclose(support[1, 0, -1] + centre, age[age <= 55].max(), atol=1e-9)
 
 
 def test_the_simulated_effects_are_recovered(driven):
@@ -122,7 +240,10 @@ def test_derivative_and_predict_at_carry_the_covariate_effect(driven):
     sim, imp = driven
     test = sim.test.data[:20]
     grid = np.linspace(0.1, 0.9, 9)
-    eps = 1e-5
+    # a subject held at a bound of the covariates' support follows the
+    # bound, a C1 cubic whose second derivative jumps at grid points: the
+    # central difference's error there is eps times that jump
+    eps = 1e-7
     numeric = (
         imp.transform(test, grid=grid + eps) - imp.transform(test, grid=grid - eps)
     ) / (2 * eps)
@@ -144,6 +265,24 @@ def test_save_load_round_trip_with_covariates(driven, tmp_path):
     b, sb = back.transform(sim.test.data, return_std=True)
     assert np.array_equal(a, b) and np.array_equal(sa, sb)
     assert back.covariate_columns_ == imp.covariate_columns_
+
+
+def test_a_model_saved_before_the_support_was_kept_holds_nothing(driven):
+    sim, imp = driven
+    older = copy.deepcopy(imp)
+    del older.covariate_support_
+    test = sim.test.data
+    design = imp._design(test)[:, 1:]
+    # the subjects inside every variable's support at every time are
+    # imputed alike; the others are not held by the older model
+    inside = np.ones(len(test), dtype=bool)
+    for support in imp.covariate_support_:
+        low, high = support[0].max(axis=1), support[1].min(axis=1)
+        inside &= np.all((design >= low) & (design <= high), axis=1)
+    assert 0 < inside.sum() < len(test)
+    a, b = imp.transform(test), older.transform(test)
+    assert_allclose(a[inside], b[inside])
+    assert not np.allclose(a[~inside], b[~inside])
 
 
 def test_new_subjects_need_their_covariates(driven):
