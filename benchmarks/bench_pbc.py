@@ -649,7 +649,10 @@ def small_studies(labs, covariates, sizes, args):
             "that give some patient a curve (201 times inside the fit's range) "
             "outside a lab's range of values widened by half of it on each "
             "side; `patients outside`: such patients, summed over the fits and "
-            f"labs.{compared}\n\n{table}\n"
+            f"labs.{compared} Rows are made by `--small-studies --save-rows "
+            "FILE`; a file's name carries the commit of the package that "
+            "fitted them (an earlier commit's package first on `PYTHONPATH`)."
+            f"\n\n{table}\n"
         )
         write_section(
             "pbc-small-studies", "PBC: covariate-adjusted fits on few patients", body

@@ -195,9 +195,11 @@ class MultivariatePACEImputer(BaseImputer):
     covariate_support_ : list of ndarray
         With ``covariates``: variable ``j``'s covariate support on
         ``work_grids_[j]``, shape ``(2, q, G_j)``: the smallest and largest
-        value of each design column among the training observations of
-        ``j`` within twice the coefficients' bandwidth of each time. A
-        subject's design is held inside it where its effect is computed.
+        value of each design column among the training subjects observed
+        (on ``j``) within twice the coefficients' bandwidth of each time
+        (for a categorical level's column, present where three of them
+        hold it). A subject's design is held inside it where its effect is
+        computed.
     covariate_columns_ : list of str
         Names of the design's columns (``"age"``, ``"sex=m"``, ...).
 
@@ -266,15 +268,14 @@ class MultivariatePACEImputer(BaseImputer):
     half of all subjects), so the ``q + 1`` coefficients are not fitted to
     two or three subjects' values. And a subject's design is held, at
     each time, inside the range of the subjects observed within twice the
-    bandwidth of it (from the third smallest to the third largest value:
-    ``covariate_support_``), as ``extrapolate="clip"`` holds a time inside
-    the training range: on 40 patients of pbcseq, the youngest were
-    followed longest, and the age effect they showed, applied to a
-    70-year-old seen once at entry, drew her log bilirubin to -3.5 at 14
-    years (the data's lowest value is -0.9). A level that fewer than three
-    subjects near a time hold has no effect there. Where the data hold
-    every subject's covariates at every time (large studies), neither
-    guard changes the fit.
+    bandwidth of it (``covariate_support_``), as ``extrapolate="clip"``
+    holds a time inside the training range: on 40 patients of pbcseq, the
+    youngest were followed longest, and the age effect they showed,
+    applied to a 70-year-old seen once at entry, drew her log bilirubin to
+    -3.5 at 14 years (the data's lowest value is -0.9). A level that fewer
+    than three subjects near a time hold has no effect there. Where many
+    subjects of every kind are observed at every time (large studies),
+    neither guard moves the fit much.
 
     *Noise.* The variables' measurement errors are taken to be independent
     of each other (and each homoscedastic, as in univariate PACE), so the
