@@ -50,7 +50,8 @@ age and treatment to all values of 20, 40 and 90 patients drawn at random
 and on log bilirubin alone, and counts the fits that give some patient a
 curve (on 201 times inside the fit's range) outside a lab's range of values
 widened by half of it on each side, and those patients (section
-``pbc-small-studies``). ``--save-rows`` keeps the rows, ``--load-rows``
+``pbc-small-studies``; ``--without-covariates``: the same fits without
+them). ``--save-rows`` keeps the rows, ``--load-rows``
 tables saved ones; ``--compare-rows`` adds the counts of rows saved from
 another checkout.
 
@@ -458,7 +459,14 @@ def main():
         "--compare-rows", help="--small-studies: rows saved from another checkout"
     )
     parser.add_argument(
-        "--load-rows", help="--small-studies: table these saved rows, fit nothing"
+        "--load-rows",
+        nargs="+",
+        help="--small-studies: table these saved rows, fit nothing",
+    )
+    parser.add_argument(
+        "--without-covariates",
+        action="store_true",
+        help="--small-studies: the same fits without the covariates",
     )
     args = parser.parse_args()
     labs, covariates = load()
@@ -599,13 +607,16 @@ def several_labs(labs, seeds, kind, names, write, covariates=None):
         write_section(*CHECK_SECTIONS[kind], body)
 
 
-def small_study_fit(labs, covariates, names, n, seed):
+def small_study_fit(labs, covariates, names, n, seed, adjust=True):
     """Patients whose curve leaves a lab's widened range, per lab, in one fit
-    of MultivariatePACEImputer with the covariates on ``n`` random patients."""
+    of MultivariatePACEImputer on ``n`` random patients (with the covariates
+    if ``adjust``)."""
     data = _with_covariates(_some_patients(labs, n, seed), covariates, names)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        imp = MultivariatePACEImputer(random_state=seed, covariates=COVARIATES)
+        imp = MultivariatePACEImputer(
+            random_state=seed, covariates=COVARIATES if adjust else None
+        )
         imp.fit(data)
         grid = np.linspace(*imp.time_range_, 201)
         curves = imp.transform_3d(data, grid=grid)
@@ -618,13 +629,16 @@ def small_study_fit(labs, covariates, names, n, seed):
 def small_studies(labs, covariates, sizes, args):
     """``--small-studies``: implausible curves of covariate-adjusted fits."""
     groups = {"five labs": list(labs), "log bilirubin": ["log bilirubin"]}
+    adjust = not args.without_covariates
     rows = []
-    if args.load_rows:
-        rows = json.loads(Path(args.load_rows).read_text())
+    for path in args.load_rows or ():
+        rows += json.loads(Path(path).read_text())
     for group, names in groups.items() if not rows else ():
+        if not adjust:
+            group += ", no covariates"
         for n in sizes:
             for seed in range(args.study_seeds):
-                outside = small_study_fit(labs, covariates, names, n, seed)
+                outside = small_study_fit(labs, covariates, names, n, seed, adjust)
                 rows.append(dict(labs=group, patients=n, seed=seed, outside=outside))
                 print(f"{group} n={n} seed={seed}: outside {outside}", flush=True)
     if args.save_rows:
@@ -645,7 +659,9 @@ def small_studies(labs, covariates, sizes, args):
             "MultivariatePACEImputer with the covariates sex, age and "
             "treatment, fitted to every value of patients of survival::pbcseq "
             f"drawn at random (seeds 0 to {args.study_seeds - 1}), on the five "
-            "labs together and on log bilirubin alone. `fits outside`: fits "
+            "labs together and on log bilirubin alone (`no covariates`: the "
+            "same fits without them, from rows of `--without-covariates`). "
+            "`fits outside`: fits "
             "that give some patient a curve (201 times inside the fit's range) "
             "outside a lab's range of values widened by half of it on each "
             "side; `patients outside`: such patients, summed over the fits and "
