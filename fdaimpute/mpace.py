@@ -22,6 +22,7 @@ from fdaimpute._core.params import (
 from fdaimpute._fpca.covariates import (
     SUPPORT_REACH,
     CovariateDesign,
+    coefficient_bandwidths,
     covariate_support,
     effect_at,
     effect_curves,
@@ -418,9 +419,8 @@ class MultivariatePACEImputer(BaseImputer):
                     part.values,
                     z[:, 1:],
                     pace.work_grid_,
-                    float(pace.bandwidth_mean_),
+                    self._coefficient_widths(pace, part.times, part.subject_index),
                     pace.kernel,
-                    subject=part.subject_index,
                 )
                 coef[0] = 0.0  # the mean of the adjusted values is mu0
                 self.covariate_effects_.append(coef)
@@ -510,8 +510,14 @@ class MultivariatePACEImputer(BaseImputer):
                 model, judged, check_random_state(self.random_state), self.time_range_
             )
         self._model = model
-        for _ in range(BACKFIT_STEPS if design is not None else 0):
-            self._backfit(given, design)
+        if design is not None:
+            widths = []
+            for j, pace in enumerate(self.univariate_):
+                on = given.variable == j
+                times, subject = given.times[on], given.subject_index[on]
+                widths.append(self._coefficient_widths(pace, times, subject))
+            for _ in range(BACKFIT_STEPS):
+                self._backfit(given, design, widths)
         self.n_components_ = k
         self.eigenvalues_ = self._model.eigenvalues
         self.fve_ = fve[:k].copy()
@@ -659,14 +665,16 @@ class MultivariatePACEImputer(BaseImputer):
         z = CovariateDesign(self.covariate_encoding_).matrix(data.covariates, data.ids)
         return np.concatenate([np.ones((len(data), 1)), z], axis=1)
 
-    def _backfit(self, data, design):
+    def _backfit(self, data, design, widths):
         """Re-estimate the covariate effects with each subject's own curve taken off.
 
         The first estimate regresses the raw values on ``[1, z]``, where
         the subjects' own variation is noise (large beside the effects).
         Here the values less each subject's predicted deviation from the
         mean (its scores' part) are regressed, as in backfitting a mixed
-        model; row 0 of the new coefficients corrects ``mu0``.
+        model; row 0 of the new coefficients corrects ``mu0``. ``widths``:
+        each variable's :meth:`_coefficient_widths` (of its fit to the
+        adjusted values, the same for every step).
         """
         adjusted = self._adjusted(data, design)
         model = self._model
@@ -682,10 +690,21 @@ class MultivariatePACEImputer(BaseImputer):
                 base[on],
                 z[on, 1:],
                 pace.work_grid_,
-                float(pace.bandwidth_mean_),
+                widths[j],
                 pace.kernel,
-                subject=data.subject_index[on],
             )
+
+    def _coefficient_widths(self, pace, times, subject):
+        """The covariate effects' bandwidth at each time of ``pace``'s work
+        grid: its mean's, widened where few subjects are observed."""
+        return coefficient_bandwidths(
+            times,
+            subject,
+            pace.work_grid_,
+            float(pace.bandwidth_mean_),
+            pace.kernel,
+            1 + len(self.covariate_columns_),
+        )
 
     def _adjusted(self, data, design):
         """``data`` with each observation's covariate effect taken off."""

@@ -10,6 +10,7 @@ from numpy.testing import assert_allclose
 import fdaimpute as fi
 from fdaimpute._fpca.covariates import (
     CovariateDesign,
+    coefficient_bandwidths,
     covariate_support,
     effect_curves,
     effective_subjects,
@@ -83,7 +84,8 @@ def test_coefficients_widen_only_where_few_subjects_are_seen():
         y = np.sin(3 * t) + z[:, 0] * t + own + 0.1 * rng.normal(size=t.size)
         grid = np.linspace(0, t.max(), 21)
         fixed = varying_coefficients(t, y, z, grid, 0.05, "gaussian")
-        widened = varying_coefficients(t, y, z, grid, 0.05, "gaussian", subject=subject)
+        widths = coefficient_bandwidths(t, subject, grid, 0.05, "gaussian", 2)
+        widened = varying_coefficients(t, y, z, grid, widths, "gaussian")
         # where the subjects are many, the same fit
         assert_allclose(widened[:, :3], fixed[:, :3])
         worst_fixed.append(np.abs(fixed[1] - grid).max())

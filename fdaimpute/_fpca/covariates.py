@@ -219,16 +219,8 @@ def _column(covariates, name, which, ids):
     return column
 
 
-def varying_coefficients(times, values, design, grid, bandwidth, kernel, subject=None):
+def varying_coefficients(times, values, design, grid, bandwidth, kernel):
     """Local-linear varying-coefficient fit of ``values ~ [1, z] beta(t)``.
-
-    With ``subject``, the bandwidth at a grid time is widened (by factors
-    of 1.25) until the subjects observed near it weigh as much as
-    ``SUBJECTS_PER_COEFFICIENT`` subjects per coefficient (at most half of
-    all subjects): :func:`effective_subjects`. Where few subjects are
-    observed (late in a small study) the ``q + 1`` coefficients would
-    otherwise be fitted to two or three subjects' values. Where enough
-    are, the bandwidth is ``bandwidth``.
 
     Parameters
     ----------
@@ -238,13 +230,11 @@ def varying_coefficients(times, values, design, grid, bandwidth, kernel, subject
         Each observation's subject's design row ``z``.
     grid : ndarray of shape (G,)
         Where to estimate the coefficients.
-    bandwidth : float
-        Kernel bandwidth.
+    bandwidth : float or ndarray of shape (G,)
+        Kernel bandwidth, or one per grid time
+        (:func:`coefficient_bandwidths`).
     kernel : str
         Kernel name.
-    subject : ndarray of shape (n_obs,), default=None
-        Each observation's subject (integer labels); None keeps
-        ``bandwidth`` everywhere.
 
     Returns
     -------
@@ -253,9 +243,7 @@ def varying_coefficients(times, values, design, grid, bandwidth, kernel, subject
     """
     x = np.concatenate([np.ones((times.size, 1)), design], axis=1)
     q1 = x.shape[1]
-    widths = np.full(grid.size, float(bandwidth))
-    if subject is not None:
-        widths = _widened(times, subject, grid, widths, kernel, q1)
+    widths = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), grid.shape)
     outer = (x[:, :, None] * x[:, None, :]).reshape(times.size, q1 * q1)
     xy = x * values[:, None]
     out = np.empty((q1, grid.size))
@@ -300,11 +288,19 @@ def effective_subjects(times, subject, grid, widths, kernel):
     -------
     ndarray of shape (G,)
     """
+    return _effective_subjects(_owners(subject), times, grid, widths, kernel)
+
+
+def _owners(subject):
+    """The observations-by-subjects indicator matrix (sparse)."""
     _, labels = np.unique(subject, return_inverse=True)
-    owner = sparse.csr_matrix(
-        (np.ones(times.size), (np.arange(times.size), labels)),
-        shape=(times.size, int(labels.max()) + 1),
+    return sparse.csr_matrix(
+        (np.ones(labels.size), (np.arange(labels.size), labels)),
+        shape=(labels.size, int(labels.max()) + 1),
     )
+
+
+def _effective_subjects(owner, times, grid, widths, kernel):
     out = np.empty(grid.size)
     step = max(1, _MAX_PAIRS // max(times.size, 1))
     for start in range(0, grid.size, step):
@@ -318,15 +314,38 @@ def effective_subjects(times, subject, grid, widths, kernel):
     return out
 
 
-def _widened(times, subject, grid, widths, kernel, n_coef):
-    """``widths`` widened where the subjects near a grid time are too few."""
-    n_subjects = np.unique(subject).size
-    target = min(SUBJECTS_PER_COEFFICIENT * n_coef, 0.5 * n_subjects)
-    ceiling = _MAX_WIDENING * float(widths.max())
+def coefficient_bandwidths(times, subject, grid, bandwidth, kernel, n_coef):
+    """The bandwidth of a varying-coefficient fit at each grid time.
+
+    ``bandwidth``, widened (by factors of 1.25) at a grid time until the
+    subjects observed near it weigh as much as ``SUBJECTS_PER_COEFFICIENT``
+    subjects per coefficient (at most half of all subjects):
+    :func:`effective_subjects`. Where few subjects are observed (late in a
+    small study) the coefficients would otherwise be fitted to two or three
+    subjects' values. Where enough are, the bandwidth is ``bandwidth``.
+
+    Parameters
+    ----------
+    times : ndarray of shape (n_obs,)
+    subject : ndarray of shape (n_obs,)
+        Each observation's subject (integer labels).
+    grid : ndarray of shape (G,)
+    bandwidth : float
+    kernel : str
+    n_coef : int
+        Coefficients of the fit (``q + 1``).
+
+    Returns
+    -------
+    ndarray of shape (G,)
+    """
+    owner = _owners(subject)
+    target = min(SUBJECTS_PER_COEFFICIENT * n_coef, 0.5 * owner.shape[1])
+    widths = np.full(grid.size, float(bandwidth))
     short = np.arange(grid.size)
     while short.size:
-        found = effective_subjects(times, subject, grid[short], widths[short], kernel)
-        short = short[(found < target) & (widths[short] < ceiling)]
+        found = _effective_subjects(owner, times, grid[short], widths[short], kernel)
+        short = short[(found < target) & (widths[short] < _MAX_WIDENING * bandwidth)]
         widths[short] *= 1.25
     return widths
 
