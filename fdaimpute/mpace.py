@@ -272,8 +272,8 @@ class MultivariatePACEImputer(BaseImputer):
     bandwidth of it (``covariate_support_``), as ``extrapolate="clip"``
     holds a time inside the training range: on 40 patients of pbcseq, the
     youngest were followed longest, and the age effect they showed,
-    applied to a 70-year-old seen once at entry, drew her log bilirubin to
-    -3.5 at 14 years (the data's lowest value is -0.9). A level that fewer
+    applied to a 70-year-old seen once at entry, drew her log bilirubin
+    late in the range far below any value in the data. A level that fewer
     than three subjects near a time hold has no effect there. Where many
     subjects of every kind are observed at every time (large studies),
     neither guard moves the fit much.
