@@ -5,11 +5,13 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 
 import fdaimpute as fi
 from fdaimpute._fpca.covariates import (
+    MIN_HOLDERS,
     CovariateDesign,
+    choose_varying,
     coefficient_bandwidths,
     covariate_support,
     effect_curves,
@@ -59,6 +61,68 @@ def test_varying_coefficients_recover_a_linear_in_z_mean():
     coef = varying_coefficients(t, y, z, grid, 0.08, "epanechnikov")
     truth = np.stack([np.sin(2 * grid), 1 + grid**2, -np.cos(3 * grid)])
     assert np.abs(coef - truth).max() < 0.03
+
+
+def test_a_constant_effect_beside_a_varying_one_is_recovered_exactly():
+    # a linear mean and a linear-in-time effect are reproduced exactly by
+    # the local-linear part; the constant effect by the profile step
+    rng = np.random.default_rng(0)
+    subject = np.repeat(np.arange(60), 5)
+    t = rng.uniform(0, 10, subject.size)
+    age = rng.normal(size=60)[subject]
+    group = (rng.random(60) < 0.4)[subject].astype(float)
+    z = np.column_stack([age, group])
+    y = 1 + 0.3 * t + age * (0.5 + 0.1 * t) + 2.0 * group
+    grid = np.linspace(0, 10, 31)
+    coef = varying_coefficients(
+        t, y, z, grid, 1.5, "epanechnikov", np.array([True, False])
+    )
+    truth = np.stack([1 + 0.3 * grid, 0.5 + 0.1 * grid, np.full(grid.size, 2.0)])
+    assert_allclose(coef, truth, atol=1e-6)
+    every = varying_coefficients(t, y, z, grid, 1.5, "epanechnikov")
+    assert_array_equal(
+        every,
+        varying_coefficients(t, y, z, grid, 1.5, "epanechnikov", np.ones(2, bool)),
+    )
+
+
+def _effects_world(seed, holders=None, n=150):
+    """An effect of ``x`` that changes sign over time, and one of a level
+    ``g`` that is constant (or, held by ``holders`` subjects, grows)."""
+    rng = np.random.default_rng(seed)
+    subject = np.repeat(np.arange(n), rng.integers(2, 6, n))
+    t = rng.uniform(0, 1, subject.size)
+    x = rng.normal(size=n)
+    if holders is None:
+        g = (rng.random(n) < 0.4).astype(float)
+    else:
+        g = (np.arange(n) < holders).astype(float)
+    z = np.column_stack([x[subject], g[subject]])
+    level = 1.0 if holders is None else 2.0 * t
+    own = rng.normal(0, 0.5, n)[subject]
+    y = np.sin(2 * t) + z[:, 0] * 1.5 * np.cos(np.pi * t) + z[:, 1] * level
+    return t, y + own + rng.normal(0, 0.3, t.size), z, subject
+
+
+def test_held_out_subjects_choose_which_effects_vary():
+    grid = np.linspace(0, 1, 21)
+    groups = [np.array([0]), np.array([1])]
+    chosen = []
+    for seed in range(8):
+        t, y, z, subject = _effects_world(seed)
+        chosen.append(
+            choose_varying(t, y, z, subject, grid, 0.15, "epanechnikov", groups)
+        )
+    chosen = np.array(chosen)
+    # the effect that changes sign is always let vary; the constant one is
+    # held constant at least as often as a varying fit of the noise wins
+    assert chosen[:, 0].all()
+    assert (~chosen[:, 1]).sum() >= 4
+    # a level held by a few subjects never varies, though its effect does
+    for seed in range(3):
+        t, y, z, subject = _effects_world(seed, holders=MIN_HOLDERS - 1)
+        found = choose_varying(t, y, z, subject, grid, 0.15, "epanechnikov", groups)
+        assert_array_equal(found, [True, False])
 
 
 def test_effective_subjects_weigh_each_subject_by_its_kernel_mass():
@@ -195,6 +259,8 @@ def test_the_simulated_effects_are_recovered(driven):
         )
         # age is numeric, spread over everyone; the groups hold 30% and 20%
         assert np.all(relative < [0.15, 0.5, 0.5]), (j, relative)
+        # the effects vary in time, and held-out subjects say so
+        assert imp.covariate_varying_[j].all()
 
 
 def test_covariates_lower_the_error_where_they_drive_the_mean(driven):

@@ -33,6 +33,7 @@ from scipy import sparse
 from scipy.interpolate import PchipInterpolator
 
 from fdaimpute._core.ids import missing_mask, subject_label
+from fdaimpute._fpca.folds import N_FOLDS
 from fdaimpute._numerics.interpolate import spline_columns
 from fdaimpute._numerics.local_linear import _kernel_powers, get_kernel
 
@@ -53,6 +54,15 @@ SUPPORT_REACH = 2.0
 SUPPORT_SUBJECTS = 3
 #: Subjects' effects computed at once on a grid (bounds memory).
 _EFFECT_BLOCK = 4096
+#: From this many subjects on, one fold of held-out subjects chooses which
+#: effects vary in time (:func:`choose_varying`).
+ONE_FOLD_SUBJECTS = 1500
+#: A level of a categorical covariate held by fewer subjects has a constant
+#: effect: its time course would be that of a few subjects' curves.
+MIN_HOLDERS = 10
+#: Up to this many covariates, every subset of them is a candidate set of
+#: time-varying effects; beyond it, none, each alone, and all.
+EVERY_SUBSET = 4
 
 
 def _is_numeric(column):
@@ -119,6 +129,16 @@ class CovariateDesign:
                 out.append(name)
             else:
                 out += [f"{name}={level}" for level in code["levels"]]
+        return out
+
+    @property
+    def groups(self):
+        """Each covariate's design columns, as index arrays, in order."""
+        out, at = [], 0
+        for code in self.encoding.values():
+            width = 1 if code["kind"] == "numeric" else len(code["levels"])
+            out.append(np.arange(at, at + width))
+            at += width
         return out
 
     def matrix(self, covariates, ids=None):
@@ -219,8 +239,14 @@ def _column(covariates, name, which, ids):
     return column
 
 
-def varying_coefficients(times, values, design, grid, bandwidth, kernel):
+def varying_coefficients(times, values, design, grid, bandwidth, kernel, varying=None):
     """Local-linear varying-coefficient fit of ``values ~ [1, z] beta(t)``.
+
+    With ``varying``, the columns it marks False get one constant
+    coefficient each (a partially linear model): the profile estimate of
+    Speckman (1988), the constants fitted by least squares to what the
+    varying part's smoother leaves of the values and of their columns, the
+    varying coefficients then to the values less the constant part.
 
     Parameters
     ----------
@@ -235,18 +261,43 @@ def varying_coefficients(times, values, design, grid, bandwidth, kernel):
         (:func:`coefficient_bandwidths`).
     kernel : str
         Kernel name.
+    varying : ndarray of bool of shape (q,), default=None
+        Which columns' coefficients vary in time (None: all).
 
     Returns
     -------
     ndarray of shape (q + 1, G)
-        ``mu0`` (row 0) and ``beta_1 .. beta_q`` at ``grid``.
+        ``mu0`` (row 0) and ``beta_1 .. beta_q`` at ``grid`` (constant
+        along the row where a coefficient does not vary).
+    """
+    moments = local_moments(times, values, design, grid, bandwidth, kernel)
+    if varying is None:
+        varying = np.ones(design.shape[1], dtype=bool)
+    return solve_coefficients(moments, times, values, design, grid, varying)
+
+
+def local_moments(times, values, design, grid, bandwidth, kernel):
+    """The local-linear normal equations of ``values ~ [1, z]`` at each grid time.
+
+    Parameters are those of :func:`varying_coefficients`.
+
+    Returns
+    -------
+    gram : ndarray of shape (G, 2 (q + 1), 2 (q + 1))
+        ``[[M0, M1], [M1, M2]]`` with ``M_a = sum K d^a x x^T``.
+    rhs : ndarray of shape (G, 2 (q + 1))
+        ``[sum K x y, sum K d x y]``.
+
+    Any subset of the columns' equations is a sub-block of these, so every
+    choice of varying columns is solved from one pass over the data.
     """
     x = np.concatenate([np.ones((times.size, 1)), design], axis=1)
     q1 = x.shape[1]
     widths = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), grid.shape)
     outer = (x[:, :, None] * x[:, None, :]).reshape(times.size, q1 * q1)
     xy = x * values[:, None]
-    out = np.empty((q1, grid.size))
+    gram = np.empty((grid.size, 2 * q1, 2 * q1))
+    rhs = np.empty((grid.size, 2 * q1))
     step = max(1, _MAX_PAIRS // max(times.size, 1))
     for start in range(0, grid.size, step):
         part = slice(start, start + step)
@@ -254,18 +305,157 @@ def varying_coefficients(times, values, design, grid, bandwidth, kernel):
             times[None, :] - grid[part, None], widths[part, None], kernel, 2
         )
         m0, m1, m2 = (k @ outer for k in (k0, k1, k2))
-        gram = np.block(
+        gram[part] = np.block(
             [
                 [m0.reshape(-1, q1, q1), m1.reshape(-1, q1, q1)],
                 [m1.reshape(-1, q1, q1), m2.reshape(-1, q1, q1)],
             ]
         )
-        rhs = np.concatenate([k0 @ xy, k1 @ xy], axis=1)
-        trace = np.trace(gram, axis1=1, axis2=2)
-        gram += (_RIDGE * trace / (2 * q1))[:, None, None] * np.eye(2 * q1)
-        coef = np.linalg.solve(gram, rhs[:, :, None])[:, :q1, 0]
-        out[:, part] = coef.T
+        rhs[part] = np.concatenate([k0 @ xy, k1 @ xy], axis=1)
+    return gram, rhs
+
+
+def solve_coefficients(moments, times, values, design, grid, varying):
+    """The coefficient curves from :func:`local_moments`, some held constant.
+
+    See :func:`varying_coefficients` (whose parameters these are, with
+    ``moments`` the output of :func:`local_moments` on the same data).
+    """
+    gram, rhs = moments
+    q1 = gram.shape[1] // 2
+    keep = np.flatnonzero(np.concatenate([[True], varying]))
+    fixed = np.flatnonzero(~np.asarray(varying, dtype=bool)) + 1
+    rows = np.concatenate([keep, q1 + keep])
+    sub = gram[np.ix_(np.arange(grid.size), rows, rows)]
+    # the right-hand sides of the values and of each constant column, whose
+    # moments are columns of the gram (x is its own response there)
+    right = np.concatenate([rhs[:, rows, None], gram[:, rows][:, :, fixed]], axis=2)
+    trace = np.trace(sub, axis1=1, axis2=2)
+    sub = sub + (_RIDGE * trace / (2 * keep.size))[:, None, None] * np.eye(rows.size)
+    coef = np.linalg.solve(sub, right)[:, : keep.size]  # (G, |keep|, 1 + |fixed|)
+    out = np.zeros((q1, grid.size))
+    if fixed.size:
+        x = np.concatenate([np.ones((times.size, 1)), design], axis=1)
+        smoothed = np.stack(
+            [
+                np.einsum("ok,ok->o", x[:, keep], spline_columns(grid, c, times))
+                for c in np.moveaxis(coef, 2, 0)
+            ],
+            axis=1,
+        )
+        left = x[:, fixed] - smoothed[:, 1:]
+        constants = np.linalg.lstsq(left, values - smoothed[:, 0], rcond=None)[0]
+        out[fixed] = constants[:, None]
+        varying_part = coef[:, :, 0] - coef[:, :, 1:] @ constants
+    else:
+        varying_part = coef[:, :, 0]
+    out[keep] = varying_part.T
     return out
+
+
+def choose_varying(times, values, design, subject, grid, bandwidth, kernel, groups):
+    """Which covariates' effects vary in time, by held-out subjects.
+
+    Each candidate (a subset of the covariates whose coefficients vary,
+    the others constant: :func:`varying_coefficients`) predicts the
+    observations of subjects it was not fitted on from their covariates
+    alone (their design held inside the support of the subjects it was
+    fitted on), as in the leave-subjects-out cross-validation of Rice &
+    Silverman (1991). Subjects are dealt into ``N_FOLDS`` folds in order
+    (one fold from ``ONE_FOLD_SUBJECTS`` on). The candidate with the lowest
+    held-out error is chosen (on a tie, the one with fewer varying
+    columns): on a small study a time-varying effect is fitted to the few
+    subjects seen late, and is kept only where the held-out subjects say
+    it predicts better. A level of a categorical covariate held by fewer
+    than ``MIN_HOLDERS`` subjects (or a reference level held by fewer) is
+    never let vary: with three men among 40 patients, the men's effect
+    late was one man's curve, and held-out subjects, as few, could not
+    tell.
+
+    Parameters
+    ----------
+    times, values, design, grid, bandwidth, kernel
+        As for :func:`varying_coefficients`.
+    subject : ndarray of int of shape (n_obs,)
+        Each observation's subject (0 to n_subjects - 1).
+    groups : list of ndarray of int
+        The design columns of each covariate (a categorical covariate's
+        levels vary or stay constant together).
+
+    Returns
+    -------
+    ndarray of bool of shape (q,)
+        Whether each column's coefficient varies in time.
+    """
+    q = design.shape[1]
+    n = int(subject.max()) + 1 if subject.size else 0
+    candidates = _candidates(_may_vary(groups, design, subject), q)
+    if len(candidates) == 1:
+        return candidates[0]
+    folds = np.arange(n) % N_FOLDS
+    errors, owners = [], []
+    for f in range(1 if n >= ONE_FOLD_SUBJECTS else N_FOLDS):
+        held = folds[subject] == f
+        if not held.any() or held.all():
+            continue
+        fit = ~held
+        t, y, z, who = times[fit], values[fit], design[fit], subject[fit]
+        moments = local_moments(t, y, z, grid, bandwidth, kernel)
+        support = covariate_support(t, z, who, grid, SUPPORT_REACH * _first(bandwidth))
+        x = np.concatenate([np.ones((held.sum(), 1)), design[held]], axis=1)
+        fold = []
+        for varying in candidates:
+            beta = solve_coefficients(moments, t, y, z, grid, varying)
+            held_support = hold_constant(support, z, who, varying)
+            guess = effect_at(beta, held_support, grid, times[held], x)
+            fold.append((values[held] - guess) ** 2)
+        errors.append(np.stack(fold, axis=1))
+        owners.append(subject[held])
+    if not errors:
+        return candidates[-1]
+    # the first of the lowest: fewest varying columns on a tie
+    return candidates[int(np.argmin(np.concatenate(errors).mean(axis=0)))]
+
+
+def _may_vary(groups, design, subject):
+    """The covariates whose effect may vary in time: a categorical one only
+    when each of its levels, the reference included, is held by at least
+    ``MIN_HOLDERS`` subjects."""
+    _, first = np.unique(subject, return_index=True)
+    z = design[first]
+    out = []
+    for columns in groups:
+        block = z[:, columns]
+        if np.all((block == 0) | (block == 1)):
+            holders = np.concatenate([block.sum(axis=0), [np.sum(block.sum(1) == 0)]])
+            if holders.min() < MIN_HOLDERS:
+                continue
+        out.append(columns)
+    return out
+
+
+def _first(bandwidth):
+    """The coefficients' bandwidth where it is narrowest."""
+    return float(np.min(bandwidth))
+
+
+def _candidates(groups, q):
+    """Subsets of covariates whose effects vary, as column masks: every
+    subset when there are at most ``EVERY_SUBSET`` covariates, otherwise
+    none, each alone and all; fewest varying columns first."""
+    k = len(groups)
+    if k <= EVERY_SUBSET:
+        subsets = [[g for g in range(k) if (m >> g) & 1] for m in range(2**k)]
+    else:
+        subsets = [[], *([g] for g in range(k)), list(range(k))]
+    masks = []
+    for chosen in subsets:
+        mask = np.zeros(q, dtype=bool)
+        for g in chosen:
+            mask[groups[g]] = True
+        masks.append(mask)
+    order = sorted(range(len(masks)), key=lambda i: int(masks[i].sum()))
+    return [masks[i] for i in order]
 
 
 def effective_subjects(times, subject, grid, widths, kernel):
@@ -398,6 +588,41 @@ def covariate_support(times, design, subject, grid, reach):
         m = np.where(indicator, min(SUPPORT_SUBJECTS, (values.shape[0] + 1) // 2), 1)
         out[0, :, g] = values[m - 1, columns]
         out[1, :, g] = values[-m, columns]
+    return out
+
+
+def hold_constant(support, design, subject, varying):
+    """The support with each constant coefficient's column held over all times.
+
+    A constant coefficient is learnt from every time at once, so a
+    subject's design is held inside the range of all subjects (for an
+    indicator column, where ``SUPPORT_SUBJECTS`` of them hold the level),
+    the same at every time, rather than that of the subjects near each time.
+
+    Parameters
+    ----------
+    support : ndarray of shape (2, q, G)
+        :func:`covariate_support`.
+    design : ndarray of shape (n_obs, q)
+        Each observation's subject's design row.
+    subject : ndarray of shape (n_obs,)
+        Each observation's subject.
+    varying : ndarray of bool of shape (q,)
+        Which columns' coefficients vary in time.
+
+    Returns
+    -------
+    ndarray of shape (2, q, G)
+    """
+    fixed = np.flatnonzero(~np.asarray(varying, dtype=bool))
+    if not fixed.size:
+        return support
+    _, first = np.unique(subject, return_index=True)
+    everyone = covariate_support(
+        np.zeros(first.size), design[first][:, fixed], first, np.zeros(1), 1.0
+    )
+    out = support.copy()
+    out[:, fixed, :] = everyone
     return out
 
 
