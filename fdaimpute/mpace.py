@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -19,6 +20,7 @@ from fdaimpute._core.params import (
     Options,
     Pair,
 )
+from fdaimpute._core.plausible import excursion_variables
 from fdaimpute._fpca.covariates import (
     SUPPORT_REACH,
     CovariateDesign,
@@ -71,6 +73,9 @@ REFINE_TOLERANCE = 0.02
 #: check), as shares of one function per covariance bandwidth.
 KNOT_SHARES = (0.5, 0.65, 0.8, 1.0)
 _FIXED_PACE = ("grid", "extrapolate", "keep_observed", "random_state")
+#: Fewer components are tried, when a training curve is implausible, while
+#: their held-out error is within this factor of the best.
+PLAUSIBLE_SLACK = 1.10
 
 
 class MultivariatePACEImputer(BaseImputer):
@@ -180,6 +185,10 @@ class MultivariatePACEImputer(BaseImputer):
     cv_scores_ : ndarray or None
         With ``n_components="auto"`` and several variables: the held-out
         score of each ``K`` up to the cap (``K - 1`` indexes it).
+    implausible_components_ : list of int
+        The ``K`` given up because a training subject's curve left a
+        variable's widened range (see Notes); empty when the first choice
+        was kept.
     noise_variance_ : ndarray of shape (p,)
         Each variable's measurement-error variance (after refinement, its
         refined value; otherwise its univariate fit's).
@@ -296,6 +305,18 @@ class MultivariatePACEImputer(BaseImputer):
     subjects always has a constant effect: with three men among 40
     patients of pbcseq, the men's effect late was one man's curve, and it
     carried every man seen once at entry far above the data.
+
+    *Implausible curves.* With ``n_components="auto"``, where the chosen
+    ``K`` gives some training subject a curve outside a variable's range
+    widened by half of it (the range ``transform`` warns outside of),
+    smaller ``K`` whose held-out error is within 10% of the best are
+    tried, largest first, and the first whose training curves all stay
+    inside is kept (``implausible_components_``); where none does, the
+    least implausible is kept and ``transform`` warns. On 40 of pbcseq's
+    patients (seed 10 of ``benchmarks/bench_pbc.py --small-studies``) the
+    chosen 17 components took a patient seen for two years, with the data's
+    highest bilirubin at her last visit, past the range late; 8 keep her
+    inside.
 
     *Noise.* The variables' measurement errors are taken to be independent
     of each other (and each homoscedastic, as in univariate PACE), so the
@@ -507,13 +528,36 @@ class MultivariatePACEImputer(BaseImputer):
             k = min(self.univariate_[0].n_components_, values.size)
         else:
             k = self._choose_k(full, data)
-        model = replace(
-            full,
-            eigenvalues=values[:k].copy(),
-            loadings=[x[:, :k].copy() for x in loads],
-            rest_eigenvalues=values[k:].copy(),
-            rest_loadings=[x[:, k:].copy() for x in loads],
+        first = (self.covariate_effects_, self.covariate_support_)
+        complete = partial(
+            self._complete,
+            full=full,
+            fve=fve,
+            data=data,
+            given=given,
+            design=design,
+            first=(*first, self.covariate_varying_, supports),
         )
+        complete(k)
+        self.implausible_components_ = []
+        if self.cv_scores_ is not None:
+            self._fall_back_to_plausible(given, complete)
+        return self
+
+    def _complete(self, k, *, full, fve, data, given, design, first):
+        """The fit with ``K = k`` from the joint eigen-analysis ``full``:
+        refinement, bands, the covariates' backfitting and the attributes.
+
+        ``data`` are the training subjects with the first covariate effects
+        taken off, ``given`` as given; ``first`` holds those effects, their
+        support, which vary, and the supports before holding (each call
+        starts again from them).
+        """
+        effects, support, varying, supports = first
+        self.covariate_effects_, self.covariate_support_ = list(effects), list(support)
+        self.covariate_varying_ = list(varying)
+        p = len(full.loadings)
+        model = _truncated(full, k)
         candidates = self._knot_candidates()
         self.n_knots_ = candidates[-1]
         self.refined_ = p > 1 and self.refine_steps > 0
@@ -559,7 +603,64 @@ class MultivariatePACEImputer(BaseImputer):
             self.mean_ = (
                 self.mean_ + self._covariate_curves(at_reference, self.grid_)[0]
             )
-        return self
+
+    def _fall_back_to_plausible(self, given, complete):
+        """Fewer components while some training subject's curve is implausible.
+
+        With ``K`` chosen by held-out points, where some training subject's
+        curve leaves a variable's range widened by half of it (see
+        ``transform``'s warning), smaller ``K`` whose held-out error is
+        within ``PLAUSIBLE_SLACK`` of the best are tried, largest first:
+        each is screened by the curves of the joint model refined as the
+        chosen one was (without its held-out check, bands or backfitting),
+        and the fit is made again with the first that passes;
+        the first fit with no implausible curve is kept (otherwise the
+        least implausible:
+        :meth:`~fdaimpute.base.BaseImputer._refit_while_implausible`).
+        ``implausible_components_`` lists the ``K`` given up.
+        """
+        excursion = partial(self._training_excursion, given)
+        if not excursion():
+            return
+        chosen, scores = self.n_components_, self.cv_scores_
+        near = PLAUSIBLE_SLACK * scores.min()
+        fewer = [m for m in range(chosen - 1, 0, -1) if scores[m - 1] <= near]
+        full, data = complete.keywords["full"], complete.keywords["data"]
+        effects, support = complete.keywords["first"][:2]
+        steps = self.refine_steps if self.refined_ else 0
+        knots = self.n_knots_
+
+        def passes_screen(m):
+            self.covariate_effects_, self.covariate_support_ = (
+                list(effects),
+                list(support),
+            )
+            model = _truncated(full, m)
+            for _ in range(steps):
+                model = refine(model, data, knots)
+            self._model = model
+            return not excursion()
+
+        def refit(m):
+            complete(m)
+            self.implausible_components_ = [chosen, *(x for x in fewer if x > m)]
+
+        self.implausible_components_ = [chosen]
+        self._refit_while_implausible(
+            excursion, (partial(refit, m) for m in fewer if passes_screen(m))
+        )
+
+    def _training_excursion(self, given):
+        """How far the worst training curve leaves its variable's widened
+        range (0.0 when none does; see :func:`excursion_variables`)."""
+        grid = np.linspace(*self.time_range_, 101)
+        design = self._design(given)
+        scores = self._scores(self._adjusted(given, design))
+        curves = self._model.curves(scores, grid)
+        curves = curves + self._covariate_curves(design, grid)
+        return excursion_variables(
+            curves, given, grid, self.time_range_, self.value_ranges_
+        )
 
     def _choose_k(self, full, data):
         """``K`` by held-out observations, at most the univariate fits' ``K`` summed.
@@ -975,3 +1076,15 @@ class MultivariatePACEImputer(BaseImputer):
         tags = super().__sklearn_tags__()
         tags.input_tags.two_d_array = False
         return tags
+
+
+def _truncated(full, k):
+    """The joint model ``full`` with its first ``k`` components as the main
+    ones and the rest behind them."""
+    return replace(
+        full,
+        eigenvalues=full.eigenvalues[:k].copy(),
+        loadings=[x[:, :k].copy() for x in full.loadings],
+        rest_eigenvalues=full.eigenvalues[k:].copy(),
+        rest_loadings=[x[:, k:].copy() for x in full.loadings],
+    )

@@ -311,3 +311,51 @@ def test_bands_are_calibrated_on_the_joint_models_held_out_points():
     coverage = np.mean(np.abs(curves - sim.test.truth) <= 1.96 * sd, axis=(0, 2))
     assert np.all((coverage >= 0.93) & (coverage <= 0.985)), coverage
     assert imp._model.rest_weight == 0.0
+
+
+class _ImplausibleAbove(MultivariatePACEImputer):
+    """Reports an implausible training curve whenever K is above 10."""
+
+    def _training_excursion(self, given):
+        return 0.5 if self._model.eigenvalues.size > 10 else 0.0
+
+
+def test_an_implausible_fit_falls_back_to_fewer_components():
+    # K = 13 is chosen here, and 10 to 13 are within 10% of the best score
+    sim = fi.simulate.multivariate_gaussian(n=120, random_state=3)
+    params = {"random_state": 0, "pace_params": {"n_work_grid": 31}}
+    chosen = MultivariatePACEImputer(**params).fit(sim.train.data)
+    assert chosen.n_components_ == 13 and chosen.implausible_components_ == []
+    relative = chosen.cv_scores_ / chosen.cv_scores_.min()
+    assert relative[9] <= 1.1 < relative[8]
+    fallen = _ImplausibleAbove(**params).fit(sim.train.data)
+    assert fallen.n_components_ == 10
+    assert fallen.implausible_components_ == [13, 12, 11]
+    # the model kept is the fit with K = 10, bands included
+    direct = MultivariatePACEImputer(n_components=10, **params).fit(sim.train.data)
+    for a, b in zip(
+        fallen.transform(sim.test.data, return_std=True),
+        direct.transform(sim.test.data, return_std=True),
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_excursion_of_several_variables_is_the_worst_share_of_a_range():
+    from fdaimpute._core.plausible import excursion_variables
+
+    # variable a in [0, 1] (allowed -0.5 to 1.5), b in [0, 10] (-5 to 15)
+    data = MultivariateIrregularData.from_variables(
+        {
+            "a": fi.IrregularData.from_lists([[0.0, 1.0]] * 2, [[0.0, 1.0]] * 2),
+            "b": fi.IrregularData.from_lists([[0.0, 1.0]] * 2, [[0.0, 10.0]] * 2),
+        }
+    )
+    grid = np.linspace(0.0, 1.0, 5)
+    curves = np.zeros((2, 10))
+    ranges = [(0.0, 1.0), (0.0, 10.0)]
+    assert excursion_variables(curves, data, grid, (0.0, 1.0), ranges) == 0.0
+    curves[1, 7] = 16.0  # b, 1.0 past its bound: a tenth of its range
+    curves[0, 2] = 1.55  # a, 0.05 past: 5% of its range
+    found = excursion_variables(curves, data, grid, (0.0, 1.0), ranges)
+    assert found == pytest.approx(0.1)
+    assert excursion_variables(curves, data, grid, (0.0, 1.0), None) == 0.0

@@ -16,6 +16,7 @@ from fdaimpute._fpca.covariates import (
     covariate_support,
     effect_curves,
     effective_subjects,
+    hold_constant,
     varying_coefficients,
 )
 from fdaimpute.mpace import MultivariatePACEImputer
@@ -173,6 +174,13 @@ def test_support_is_the_range_seen_near_a_time_and_levels_held_by_three():
     assert_allclose(support[:, :, 0], [[30.0, 0.0], [75.0, 1.0]])
     # near 1: one subject holding the level is not support for it
     assert_allclose(support[:, :, 1], [[40.0, 0.0], [43.0, 0.0]])
+    # a constant effect's column is held inside all subjects' range at
+    # every time (the level: four hold it, so three do); the other stays
+    held = hold_constant(support, design, subject, np.array([True, False]))
+    assert_allclose(held[:, 0], support[:, 0])
+    assert_allclose(held[:, 1], [[0.0, 0.0], [1.0, 1.0]])
+    held = hold_constant(support, design, subject, np.array([False, True]))
+    assert_allclose(held[:, 0], [[30.0, 30.0], [75.0, 75.0]])
 
 
 def test_effects_hold_a_subject_inside_the_support_with_consistent_slopes():

@@ -69,17 +69,52 @@ def warn_implausible_variables(curves, data, grid, time_range, values_ranges, na
     """
     if values_ranges is None:
         return
+    for j, found in _outside_variables(curves, data, grid, time_range, values_ranges):
+        if found is not None:
+            _warn(found, data.ids, grid, f"{name} ({data.variables[j]})")
+
+
+def excursion_variables(curves, data, grid, time_range, values_ranges):
+    """:func:`excursion` of the worst variable, from curves already computed.
+
+    Parameters
+    ----------
+    curves : ndarray of shape (n_subjects, p * n_grid)
+        Variable-major blocks on ``grid``.
+    data : MultivariateIrregularData
+    grid : ndarray of shape (n_grid,)
+    time_range : tuple of float
+    values_ranges : list of tuple of float, or None
+
+    Returns
+    -------
+    float
+        The largest share of a variable's training range by which a curve
+        leaves its widened range (0.0 when none does, or no ranges).
+    """
+    if values_ranges is None:
+        return 0.0
+    found = _outside_variables(curves, data, grid, time_range, values_ranges)
+    return max(
+        (_beyond(f, values_ranges[j]) for j, f in found if f is not None),
+        default=0.0,
+    )
+
+
+def _outside_variables(curves, data, grid, time_range, values_ranges):
+    """``(j, _outside(...))`` for each variable's block of ``curves``."""
     n, width = len(data), grid.size
-    for j, variable in enumerate(data.variables):
+    for j in range(len(data.variables)):
         keep = data.variable == j
         counts = np.bincount(data.subject_index[keep], minlength=n)
         offsets = np.concatenate([[0], np.cumsum(counts)])
         block = curves[:, j * width : (j + 1) * width]
-        found = _outside(
-            block, data.values[keep], offsets, grid, time_range, values_ranges[j]
+        yield (
+            j,
+            _outside(
+                block, data.values[keep], offsets, grid, time_range, values_ranges[j]
+            ),
         )
-        if found is not None:
-            _warn(found, data.ids, grid, f"{name} ({variable})")
 
 
 def _warn(found, ids, grid, name):
@@ -180,8 +215,12 @@ def excursion(curves_on, data, time_range, values_range, n_grid=101):
     found = _outside(
         curves_on(grid), data.values, data.offsets, grid, time_range, values_range
     )
-    if found is None:
-        return 0.0
+    return 0.0 if found is None else _beyond(found, values_range)
+
+
+def _beyond(found, values_range):
+    """The largest distance beyond the widened range in what ``_outside``
+    found, as a share of ``values_range``."""
     rows, _, part, low, high, _ = found
     part = part[rows]
     beyond = np.maximum(low[rows, None] - part, part - high[rows, None]).max()
