@@ -53,7 +53,7 @@ widened by half of it on each side, and those patients (section
 ``pbc-small-studies``; ``--without-covariates``: the same fits without
 them). ``--save-rows`` keeps the rows, ``--load-rows``
 tables saved ones; ``--compare-rows`` adds the counts of rows saved from
-another checkout.
+another checkout (several files: their rows together).
 
 Usage::
 
@@ -456,7 +456,9 @@ def main():
     parser.add_argument("--study-seeds", type=int, default=12)
     parser.add_argument("--save-rows", help="--small-studies: write the rows here")
     parser.add_argument(
-        "--compare-rows", help="--small-studies: rows saved from another checkout"
+        "--compare-rows",
+        nargs="+",
+        help="--small-studies: rows saved from another checkout (one or several files)",
     )
     parser.add_argument(
         "--load-rows",
@@ -643,15 +645,15 @@ def small_studies(labs, covariates, sizes, args):
                 print(f"{group} n={n} seed={seed}: outside {outside}", flush=True)
     if args.save_rows:
         Path(args.save_rows).write_text(json.dumps(rows, indent=1))
-    earlier = (
-        json.loads(Path(args.compare_rows).read_text()) if args.compare_rows else None
-    )
+    earlier = None
+    for path in args.compare_rows or ():
+        earlier = (earlier or []) + json.loads(Path(path).read_text())
     table = markdown_table(_study_summary(rows, earlier), _study_columns(earlier))
     print(table)
     if args.write:
         compared = (
-            f" `before`: the same fits from rows saved at another commit "
-            f"(`{args.compare_rows}`)."
+            " `before`: the same fits from rows saved at another commit "
+            f"({', '.join(f'`{path}`' for path in args.compare_rows)})."
             if earlier
             else ""
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import replace
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -528,34 +529,31 @@ class MultivariatePACEImputer(BaseImputer):
             k = min(self.univariate_[0].n_components_, values.size)
         else:
             k = self._choose_k(full, data)
-        first = (self.covariate_effects_, self.covariate_support_)
-        complete = partial(
-            self._complete,
-            full=full,
-            fve=fve,
-            data=data,
-            given=given,
-            design=design,
-            first=(*first, self.covariate_varying_, supports),
+        start = _JointStart(
+            full,
+            fve,
+            data,
+            given,
+            design,
+            self.covariate_effects_,
+            self.covariate_support_,
+            self.covariate_varying_,
+            supports,
         )
-        complete(k)
+        self._complete(k, start)
         self.implausible_components_ = []
         if self.cv_scores_ is not None:
-            self._fall_back_to_plausible(given, complete)
+            self._fall_back_to_plausible(start)
         return self
 
-    def _complete(self, k, *, full, fve, data, given, design, first):
-        """The fit with ``K = k`` from the joint eigen-analysis ``full``:
-        refinement, bands, the covariates' backfitting and the attributes.
-
-        ``data`` are the training subjects with the first covariate effects
-        taken off, ``given`` as given; ``first`` holds those effects, their
-        support, which vary, and the supports before holding (each call
-        starts again from them).
-        """
-        effects, support, varying, supports = first
-        self.covariate_effects_, self.covariate_support_ = list(effects), list(support)
-        self.covariate_varying_ = list(varying)
+    def _complete(self, k, start):
+        """The fit with ``K = k`` from ``start`` (a :class:`_JointStart`):
+        refinement, bands, the covariates' backfitting and the attributes
+        (each call starts again from the first covariate effects)."""
+        self.covariate_effects_ = list(start.effects)
+        self.covariate_support_ = list(start.support)
+        self.covariate_varying_ = list(start.varying)
+        full, data, given, design = start.full, start.data, start.given, start.design
         p = len(full.loadings)
         model = _truncated(full, k)
         candidates = self._knot_candidates()
@@ -588,12 +586,12 @@ class MultivariatePACEImputer(BaseImputer):
                 on = given.variable == j
                 times, subject = given.times[on], given.subject_index[on]
                 widths.append(self._coefficient_widths(pace, times, subject))
-            self._backfit(given, design, widths, supports)
+            self._backfit(given, design, widths, start.raw_support)
             for _ in range(BACKFIT_STEPS - 1):
                 self._backfit(given, design, widths)
         self.n_components_ = k
         self.eigenvalues_ = self._model.eigenvalues
-        self.fve_ = fve[:k].copy()
+        self.fve_ = start.fve[:k].copy()
         self.noise_variance_ = np.array([u.noise_variance_ for u in self.univariate_])
         if self.refined_:
             self.noise_variance_ = self._model.noise_variance.copy()
@@ -604,7 +602,7 @@ class MultivariatePACEImputer(BaseImputer):
                 self.mean_ + self._covariate_curves(at_reference, self.grid_)[0]
             )
 
-    def _fall_back_to_plausible(self, given, complete):
+    def _fall_back_to_plausible(self, start):
         """Fewer components while some training subject's curve is implausible.
 
         With ``K`` chosen by held-out points, where some training subject's
@@ -619,30 +617,26 @@ class MultivariatePACEImputer(BaseImputer):
         :meth:`~fdaimpute.base.BaseImputer._refit_while_implausible`).
         ``implausible_components_`` lists the ``K`` given up.
         """
-        excursion = partial(self._training_excursion, given)
+        excursion = partial(self._training_excursion, start.given)
         if not excursion():
             return
         chosen, scores = self.n_components_, self.cv_scores_
         near = PLAUSIBLE_SLACK * scores.min()
         fewer = [m for m in range(chosen - 1, 0, -1) if scores[m - 1] <= near]
-        full, data = complete.keywords["full"], complete.keywords["data"]
-        effects, support = complete.keywords["first"][:2]
         steps = self.refine_steps if self.refined_ else 0
         knots = self.n_knots_
 
         def passes_screen(m):
-            self.covariate_effects_, self.covariate_support_ = (
-                list(effects),
-                list(support),
-            )
-            model = _truncated(full, m)
+            self.covariate_effects_ = list(start.effects)
+            self.covariate_support_ = list(start.support)
+            model = _truncated(start.full, m)
             for _ in range(steps):
-                model = refine(model, data, knots)
+                model = refine(model, start.data, knots)
             self._model = model
             return not excursion()
 
         def refit(m):
-            complete(m)
+            self._complete(m, start)
             self.implausible_components_ = [chosen, *(x for x in fewer if x > m)]
 
         self.implausible_components_ = [chosen]
@@ -1076,6 +1070,28 @@ class MultivariatePACEImputer(BaseImputer):
         tags = super().__sklearn_tags__()
         tags.input_tags.two_d_array = False
         return tags
+
+
+class _JointStart(NamedTuple):
+    """What a fit with any ``K`` starts from (see ``MultivariatePACEImputer._fit``).
+
+    ``full``: the joint eigen-analysis with every component; ``fve``: its
+    cumulative fractions; ``data``: the training subjects with the first
+    covariate effects taken off; ``given``: as given; ``design``: their
+    ``[1, z]`` (None without covariates); ``effects``, ``support``,
+    ``varying``: the first covariate effects, their held support and which
+    vary; ``raw_support``: each variable's support before holding.
+    """
+
+    full: MultivariatePACEModel
+    fve: np.ndarray
+    data: object
+    given: object
+    design: object
+    effects: list
+    support: list
+    varying: list
+    raw_support: list
 
 
 def _truncated(full, k):

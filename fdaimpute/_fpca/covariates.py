@@ -1,7 +1,7 @@
 """Subject covariates: their numeric design and a varying-coefficient mean.
 
 A covariate-adjusted mean ``mu(t, z) = mu0(t) + sum_k z_k beta_k(t)`` (a
-varying-coefficient model, as in Jiang & Wang 2010) needs two things:
+varying-coefficient model, as in Jiang & Wang 2010) needs three things:
 
 - a numeric design ``z`` from the covariates as users hold them
   (:class:`CovariateDesign`): a numeric covariate is centred on its
@@ -13,7 +13,10 @@ varying-coefficient model, as in Jiang & Wang 2010) needs two things:
   point ``t0`` of a grid, one weighted least-squares fit of every
   observation on ``[1, z] x [1, t - t0]`` with kernel weights ``K((t -
   t0) / h)``, the local-linear smoother of one curve applied to each
-  coefficient at once.
+  coefficient at once;
+- which effects vary in time at all (:func:`choose_varying`): an effect
+  may instead be one constant (a partially linear model), as held-out
+  subjects decide.
 
 The coefficients at ``t0`` are learnt from the subjects observed near
 ``t0`` only, so they say nothing about covariate values none of those
@@ -393,7 +396,7 @@ def choose_varying(times, values, design, subject, grid, bandwidth, kernel, grou
     if len(candidates) == 1:
         return candidates[0]
     folds = np.arange(n) % N_FOLDS
-    errors, owners = [], []
+    errors = []
     for f in range(1 if n >= ONE_FOLD_SUBJECTS else N_FOLDS):
         held = folds[subject] == f
         if not held.any() or held.all():
@@ -410,7 +413,6 @@ def choose_varying(times, values, design, subject, grid, bandwidth, kernel, grou
             guess = effect_at(beta, held_support, grid, times[held], x)
             fold.append((values[held] - guess) ** 2)
         errors.append(np.stack(fold, axis=1))
-        owners.append(subject[held])
     if not errors:
         return candidates[-1]
     # the first of the lowest: fewest varying columns on a tie
@@ -435,7 +437,8 @@ def _may_vary(groups, design, subject):
 
 
 def _first(bandwidth):
-    """The coefficients' bandwidth where it is narrowest."""
+    """The coefficients' bandwidth where it is narrowest (the mean's, before
+    any widening)."""
     return float(np.min(bandwidth))
 
 
