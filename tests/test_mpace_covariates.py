@@ -124,6 +124,12 @@ def test_held_out_subjects_choose_which_effects_vary():
         t, y, z, subject = _effects_world(seed, holders=MIN_HOLDERS - 1)
         found = choose_varying(t, y, z, subject, grid, 0.15, "epanechnikov", groups)
         assert_array_equal(found, [True, False])
+    # one subject: none can be held out, and no effect is let vary
+    one = subject == 0
+    found = choose_varying(
+        t[one], y[one], z[one], subject[one], grid, 0.15, "epanechnikov", groups[:1]
+    )
+    assert_array_equal(found, [False, False])
 
 
 def test_effective_subjects_weigh_each_subject_by_its_kernel_mass():

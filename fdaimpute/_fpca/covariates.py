@@ -413,8 +413,8 @@ def choose_varying(times, values, design, subject, grid, bandwidth, kernel, grou
             guess = effect_at(beta, held_support, grid, times[held], x)
             fold.append((values[held] - guess) ** 2)
         errors.append(np.stack(fold, axis=1))
-    if not errors:
-        return candidates[-1]
+    if not errors:  # too few subjects to hold any out: nothing says an effect varies
+        return candidates[0]
     # the first of the lowest: fewest varying columns on a tie
     return candidates[int(np.argmin(np.concatenate(errors).mean(axis=0)))]
 
