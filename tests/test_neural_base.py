@@ -377,3 +377,29 @@ def test_base_of_a_group_of_batches_in_one_call_trains_as_batch_by_batch(
     # training calls: one per batch of 8 against one per 4 batches
     assert max(one_calls[1:]) > 8 and one_calls.count(8) > 2 * grouped_calls.count(32)
     assert 32 in grouped_calls and len(grouped_calls) < len(one_calls)
+
+
+def test_a_networks_base_does_not_warn_about_its_batches(data):
+    # a range so narrow that every curve leaves it: the imputer alone warns,
+    # the same imputer as a network's base (a training batch's partly
+    # hidden subjects, labelled by position) does not - the network's own
+    # transform checks its curves and names the user's subjects
+    import warnings
+
+    from fdaimpute.nn.base_curves import EstimatorBase
+
+    pace = fi.PACEImputer(random_state=0).fit(data)
+    pace.value_range_ = (0.0, 1e-6)
+    with pytest.warns(UserWarning, match="leaves the training data's range"):
+        pace.transform(data[:3])
+    base = EstimatorBase(pace, 0.0, 1.0, 0.0, 1.0)
+    t = torch.tensor([[0.1, 0.5, 0.9]])
+    y = torch.tensor([[0.3, 1.0, -0.2]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        curve, _ = base(
+            t, y, torch.ones(1, 3, dtype=torch.bool), torch.linspace(0, 1, 11)
+        )
+    assert torch.isfinite(curve).all()
+    with pytest.warns(UserWarning, match="leaves the training data's range"):
+        pace.transform(data[:3])  # the silence ends with the call

@@ -4,6 +4,8 @@ from observations beyond the training range."""
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 
@@ -13,6 +15,26 @@ from fdaimpute._core.ids import subject_label
 WIDEN = 0.5
 #: New subjects may be observed this share of the training range beyond it.
 OBSERVATION_SLACK = 0.1
+
+
+#: Whether the warnings of implausible curves are off (see :func:`silenced`).
+_SILENCED = ContextVar("implausible_curves_silenced", default=False)
+
+
+@contextmanager
+def silenced():
+    """No warnings of implausible curves inside this block.
+
+    For an imputer working inside another one - a network's statistical base,
+    asked for the curves of a training batch whose subjects show only the
+    points the encoder sees - whose output the outer imputer checks and
+    names by the user's subject ids itself.
+    """
+    token = _SILENCED.set(True)
+    try:
+        yield
+    finally:
+        _SILENCED.reset(token)
 
 
 def value_range(values):
@@ -41,6 +63,8 @@ def warn_implausible(curves, data, grid, time_range, values_range, name):
     name : str
         The imputer's class name, for the message.
     """
+    if _SILENCED.get():
+        return
     found = _outside(curves, data.values, data.offsets, grid, time_range, values_range)
     if found is not None:
         _warn(found, data.ids, grid, name)
@@ -67,7 +91,7 @@ def warn_implausible_variables(curves, data, grid, time_range, values_ranges, na
     name : str
         The imputer's class name.
     """
-    if values_ranges is None:
+    if values_ranges is None or _SILENCED.get():
         return
     for j, found in _outside_variables(curves, data, grid, time_range, values_ranges):
         if found is not None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from fdaimpute._core.plausible import silenced
+
 __all__ = ["EstimatorBase", "module_base"]
 
 
@@ -128,10 +130,13 @@ class EstimatorBase:
             data.covariates = self.covariates.values(z)
         g = grid.detach().cpu().double().numpy()
         s = self.time_offset + self.time_scale * g
-        if self.derivative:
-            curve, deriv = self._curve_and_slope(data, s)
-        else:
-            curve, deriv = self.estimator.transform(data, grid=s), None
+        # the network's own curves are checked, and their subjects named, by
+        # its transform; a batch's partly hidden subjects are not the user's
+        with silenced():
+            if self.derivative:
+                curve, deriv = self._curve_and_slope(data, s)
+            else:
+                curve, deriv = self.estimator.transform(data, grid=s), None
         mean, scale = self._row_map(g.size)
         curve = (np.asarray(curve, dtype=np.float64) - mean) / scale
         out = torch.as_tensor(curve, dtype=torch.float32, device=t.device)
