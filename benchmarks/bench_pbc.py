@@ -632,9 +632,7 @@ def small_studies(labs, covariates, sizes, args):
     """``--small-studies``: implausible curves of covariate-adjusted fits."""
     groups = {"five labs": list(labs), "log bilirubin": ["log bilirubin"]}
     adjust = not args.without_covariates
-    rows = []
-    for path in args.load_rows or ():
-        rows += json.loads(Path(path).read_text())
+    rows = _read_rows(args.load_rows)
     for group, names in groups.items() if not rows else ():
         if not adjust:
             group += ", no covariates"
@@ -645,9 +643,7 @@ def small_studies(labs, covariates, sizes, args):
                 print(f"{group} n={n} seed={seed}: outside {outside}", flush=True)
     if args.save_rows:
         Path(args.save_rows).write_text(json.dumps(rows, indent=1))
-    earlier = None
-    for path in args.compare_rows or ():
-        earlier = (earlier or []) + json.loads(Path(path).read_text())
+    earlier = _read_rows(args.compare_rows) or None
     table = markdown_table(_study_summary(rows, earlier), _study_columns(earlier))
     print(table)
     if args.write:
@@ -675,6 +671,11 @@ def small_studies(labs, covariates, sizes, args):
         write_section(
             "pbc-small-studies", "PBC: covariate-adjusted fits on few patients", body
         )
+
+
+def _read_rows(paths):
+    """The rows saved in the files ``paths`` (None: none), together."""
+    return [row for path in paths or () for row in json.loads(Path(path).read_text())]
 
 
 def _study_summary(rows, earlier=None):

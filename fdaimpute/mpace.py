@@ -529,6 +529,13 @@ class MultivariatePACEImputer(BaseImputer):
             k = min(self.univariate_[0].n_components_, values.size)
         else:
             k = self._choose_k(full, data)
+        widths = None
+        if design is not None:  # of the fits to the adjusted values
+            widths = []
+            for j, pace in enumerate(self.univariate_):
+                on = given.variable == j
+                times, subject = given.times[on], given.subject_index[on]
+                widths.append(self._coefficient_widths(pace, times, subject))
         start = _JointStart(
             full,
             fve,
@@ -539,6 +546,7 @@ class MultivariatePACEImputer(BaseImputer):
             self.covariate_support_,
             self.covariate_varying_,
             supports,
+            widths,
         )
         self._complete(k, start)
         self.implausible_components_ = []
@@ -581,14 +589,9 @@ class MultivariatePACEImputer(BaseImputer):
             )
         self._model = model
         if design is not None:
-            widths = []
-            for j, pace in enumerate(self.univariate_):
-                on = given.variable == j
-                times, subject = given.times[on], given.subject_index[on]
-                widths.append(self._coefficient_widths(pace, times, subject))
-            self._backfit(given, design, widths, start.raw_support)
+            self._backfit(given, design, start.widths, start.raw_support)
             for _ in range(BACKFIT_STEPS - 1):
-                self._backfit(given, design, widths)
+                self._backfit(given, design, start.widths)
         self.n_components_ = k
         self.eigenvalues_ = self._model.eigenvalues
         self.fve_ = start.fve[:k].copy()
@@ -650,8 +653,7 @@ class MultivariatePACEImputer(BaseImputer):
         grid = np.linspace(*self.time_range_, 101)
         design = self._design(given)
         scores = self._scores(self._adjusted(given, design))
-        curves = self._model.curves(scores, grid)
-        curves = curves + self._covariate_curves(design, grid)
+        curves = self._mean_curves(scores, design, grid)
         return excursion_variables(
             curves, given, grid, self.time_range_, self.value_ranges_
         )
@@ -768,12 +770,10 @@ class MultivariatePACEImputer(BaseImputer):
 
     # ------------------------------------------------------------------ #
     # covariates
-    def _effect_at(self, j, times, z, beta=None):
+    def _effect_at(self, j, times, z):
         """Variable ``j``'s ``z^T beta_j(t)`` at observations (rows of ``z``,
-        held inside the covariates' support); ``beta`` replaces its
-        coefficient curves if given."""
-        if beta is None:
-            beta = self.covariate_effects_[j]
+        held inside the covariates' support)."""
+        beta = self.covariate_effects_[j]
         return effect_at(beta, self._support(j), self.work_grids_[j], times, z)
 
     def _support(self, j):
@@ -809,6 +809,7 @@ class MultivariatePACEImputer(BaseImputer):
         own = np.einsum("ok,ok->o", rows, scores[data.subject_index])
         base = model.residuals(data.times, data.values - own, data.variable)
         z = design[data.subject_index]
+        groups = CovariateDesign(self.covariate_encoding_).groups
         for j, pace in enumerate(self.univariate_):
             on = data.variable == j
             if supports is not None:
@@ -821,7 +822,7 @@ class MultivariatePACEImputer(BaseImputer):
                     pace.work_grid_,
                     widths[j],
                     pace.kernel,
-                    CovariateDesign(self.covariate_encoding_).groups,
+                    groups,
                 )
                 self.covariate_varying_[j] = varying
                 self.covariate_support_[j] = hold_constant(
@@ -862,6 +863,11 @@ class MultivariatePACEImputer(BaseImputer):
                 values[on] -= self._effect_at(j, data.times[on], z[on])
         out.values = values
         return out
+
+    def _mean_curves(self, scores, design, grid):
+        """The curves of scored subjects on ``grid``: the joint model's, plus
+        their covariate effects (``design`` their ``[1, z]``, or None)."""
+        return self._model.curves(scores, grid) + self._covariate_curves(design, grid)
 
     def _covariate_curves(self, design, grid, derivative=False):
         """``z^T beta_j`` (or its slope) on ``grid``, variable-major, (n, p * G),
@@ -971,8 +977,7 @@ class MultivariatePACEImputer(BaseImputer):
                 std = np.sqrt(np.clip(var, 0.0, None))
             else:
                 scores, std = self._scores(data), None
-        curves = self._model.curves(scores, inner)
-        curves = curves + self._covariate_curves(design, inner)
+        curves = self._mean_curves(scores, design, inner)
         return self._finish_variables(given, grid, curves, std)
 
     def transform_3d(self, X, return_std=False, grid=None):
@@ -1012,8 +1017,7 @@ class MultivariatePACEImputer(BaseImputer):
         inner, outside = self._clip_grid(grid)
         with one_blas_thread():
             scores = self._scores(data)
-        curves = self._model.curves(scores, inner)
-        curves = curves + self._covariate_curves(design, inner)
+        curves = self._mean_curves(scores, design, inner)
         curves = np.asarray(self._finish_variables(given, grid, curves))
         return curves, self._slopes(scores, design, data, inner, outside)
 
@@ -1080,7 +1084,9 @@ class _JointStart(NamedTuple):
     covariate effects taken off; ``given``: as given; ``design``: their
     ``[1, z]`` (None without covariates); ``effects``, ``support``,
     ``varying``: the first covariate effects, their held support and which
-    vary; ``raw_support``: each variable's support before holding.
+    vary; ``raw_support``: each variable's support before holding;
+    ``widths``: the backfitting's coefficient bandwidths (None without
+    covariates).
     """
 
     full: MultivariatePACEModel
@@ -1092,6 +1098,7 @@ class _JointStart(NamedTuple):
     support: list
     varying: list
     raw_support: list
+    widths: list | None
 
 
 def _truncated(full, k):

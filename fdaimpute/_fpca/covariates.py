@@ -428,12 +428,17 @@ def _may_vary(groups, design, subject):
     out = []
     for columns in groups:
         block = z[:, columns]
-        if np.all((block == 0) | (block == 1)):
+        if _indicators(block).all():
             holders = np.concatenate([block.sum(axis=0), [np.sum(block.sum(1) == 0)]])
             if holders.min() < MIN_HOLDERS:
                 continue
         out.append(columns)
     return out
+
+
+def _indicators(design):
+    """Which columns of ``design`` hold only 0 and 1 (a level's indicator)."""
+    return np.all((design == 0) | (design == 1), axis=0)
 
 
 def _first(bandwidth):
@@ -582,7 +587,7 @@ def covariate_support(times, design, subject, grid, reach):
     empty = start >= stop
     start = np.where(empty, np.searchsorted(t, t[nearest], side="left"), start)
     stop = np.where(empty, np.searchsorted(t, t[nearest], side="right"), stop)
-    indicator = np.all((design == 0) | (design == 1), axis=0)
+    indicator = _indicators(design)
     columns = np.arange(design.shape[1])
     out = np.empty((2, design.shape[1], grid.size))
     for g, (a, b) in enumerate(zip(start, stop)):  # over grid points
