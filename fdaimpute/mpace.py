@@ -313,11 +313,10 @@ class MultivariatePACEImputer(BaseImputer):
     smaller ``K`` whose held-out error is within 10% of the best are
     tried, largest first, and the first whose training curves all stay
     inside is kept (``implausible_components_``); where none does, the
-    least implausible is kept and ``transform`` warns. On 40 of pbcseq's
-    patients (seed 10 of ``benchmarks/bench_pbc.py --small-studies``) the
-    chosen 17 components took a patient seen for two years, with the data's
-    highest bilirubin at her last visit, past the range late; 8 keep her
-    inside.
+    least implausible is kept and ``transform`` warns. On small studies of
+    pbcseq (``benchmarks/bench_pbc.py --small-studies``) the chosen ``K``
+    once carried a patient seen for two years, whose last bilirubin was the
+    highest in the data, past the range late in the study.
 
     *Noise.* The variables' measurement errors are taken to be independent
     of each other (and each homoscedastic, as in univariate PACE), so the
