@@ -270,12 +270,23 @@ def held_out_error(
       those same subjects (the SAND paper's protocol for real data). The
       estimator passed in is left as it is.
 
+    With several variables (a
+    :class:`~fdaimpute.multivariate.MultivariateIrregularData` or a long
+    table with a variable column), each variable of a subject hides its
+    share, the hidden values are read off the curves of ``transform`` at
+    their times, and each squared error is divided by its variable's
+    variance over ``data`` (so that no variable weighs by its units, as
+    ``MultivariatePACEImputer`` chooses its ``K``): the error is the mean of
+    these relative squared errors over the hidden values.
+
     Parameters
     ----------
     estimator : imputer
         Anything with ``predict_at`` (answering one array per subject for
-        per-subject query times); fitted unless ``refit``.
-    data : IrregularData or accepted input
+        per-subject query times), or with several variables an imputer that
+        takes them (its ``transform`` with ``grid=``); fitted unless
+        ``refit``.
+    data : IrregularData, MultivariateIrregularData or accepted input
         Subjects to evaluate.
     fraction : float, default=0.2
         Share of each subject's points to hide.
@@ -294,7 +305,8 @@ def held_out_error(
     error : float
     errors : ndarray of shape (n_hidden,)
         Only with ``return_errors``; in the order of the hidden points,
-        subject by subject.
+        subject by subject (relative to the variable's variance with several
+        variables).
 
     Examples
     --------
@@ -307,12 +319,9 @@ def held_out_error(
     """
     from fdaimpute.multivariate import holds_several_variables
 
-    if holds_several_variables(data):
-        raise TypeError(
-            "held_out_error scores one variable; for several, hide values with "
-            "split_held_out (it splits each variable of a subject) and compare "
-            "the imputer's curves at the hidden times with them"
-        )
+    several = holds_several_variables(data)
+    if several:
+        data = _as_several(data)
     visible, hidden, rows = split_held_out(
         data, fraction, min_keep=min_keep, random_state=random_state
     )
@@ -322,17 +331,64 @@ def held_out_error(
         from sklearn.base import clone
 
         estimator = clone(estimator).fit(visible)
-    times = np.split(hidden.times, hidden.offsets[1:-1])
-    answer = estimator.predict_at(visible[rows], times)
-    pred = np.concatenate(answer) if len(answer) else np.empty(0)
-    if pred.shape != hidden.values.shape:
-        raise ValueError(
-            f"{type(estimator).__name__}.predict_at returned {pred.size} values "
-            f"for {hidden.values.size} hidden observations"
-        )
-    errors = (pred - hidden.values) ** 2
+    if several:
+        pred = _several_predictions(estimator, visible.take(rows), hidden)
+        errors = (pred - hidden.values) ** 2 / _variances(data)[hidden.variable]
+    else:
+        times = np.split(hidden.times, hidden.offsets[1:-1])
+        answer = estimator.predict_at(visible[rows], times)
+        pred = np.concatenate(answer) if len(answer) else np.empty(0)
+        if pred.shape != hidden.values.shape:
+            raise ValueError(
+                f"{type(estimator).__name__}.predict_at returned {pred.size} "
+                f"values for {hidden.values.size} hidden observations"
+            )
+        errors = (pred - hidden.values) ** 2
     error = float(np.mean(errors))
     return (error, errors) if return_errors else error
+
+
+#: Subjects whose hidden values are predicted from one transform (several variables).
+PREDICTION_CHUNK = 256
+
+
+def _several_predictions(estimator, visible, hidden):
+    """Each hidden value's prediction from its subject's visible values.
+
+    ``visible`` and ``hidden`` hold the same subjects, in the same order, of
+    several variables. The estimator's curves are read at the hidden times,
+    a chunk of subjects at a time, each variable's in its own block
+    (matched by name to the fitted ``variables_``).
+    """
+    fitted = [str(v) for v in getattr(estimator, "variables_", hidden.variables)]
+    missing = [str(v) for v in hidden.variables if str(v) not in fitted]
+    if missing:
+        raise ValueError(
+            f"variable(s) {missing} were not seen in fit; the fitted variables "
+            f"are {fitted}"
+        )
+    block = np.array([fitted.index(str(v)) for v in hidden.variables])
+    block = block[hidden.variable]
+    pred = np.empty(hidden.values.size)
+    for start in range(0, len(hidden), PREDICTION_CHUNK):
+        stop = min(start + PREDICTION_CHUNK, len(hidden))
+        lo, hi = hidden.offsets[start], hidden.offsets[stop]
+        grid, at = np.unique(hidden.times[lo:hi], return_inverse=True)
+        curves = estimator.transform(visible.take(np.arange(start, stop)), grid=grid)
+        curves = np.asarray(curves, dtype=np.float64)
+        curves = curves.reshape(stop - start, len(fitted), grid.size)
+        who = hidden.subject_index[lo:hi] - start
+        pred[lo:hi] = curves[who, block[lo:hi], at]
+    return pred
+
+
+def _variances(data):
+    """Each variable's variance over all its observed values (1 where constant)."""
+    total = np.maximum(np.bincount(data.variable, minlength=data.n_variables), 1)
+    mean = np.bincount(data.variable, data.values, data.n_variables) / total
+    spread = data.values - mean[data.variable]
+    var = np.bincount(data.variable, spread**2, data.n_variables) / total
+    return np.where(var > 0, var, 1.0)
 
 
 class _HeldOutScorer:

@@ -275,7 +275,10 @@ class MICEImputer(SeveralVariablesMixin, BinnedGridMixin, BaseImputer):
         if ranges is None or len(ranges) < 2:
             return None
         sizes = [c.size for c in self.variable_bin_centres_]
-        return np.repeat(ranges[:, 0], sizes), np.repeat(ranges[:, 1], sizes)
+        lo, hi = ranges[:, 0], ranges[:, 1]
+        # a variable whose values are all equal: IterativeImputer wants lo < hi
+        hi = np.where(hi > lo, hi, np.nextafter(lo, np.inf))
+        return np.repeat(lo, sizes), np.repeat(hi, sizes)
 
     def _fit_variables(self, data):
         """Each variable's bins, then one chain over all variables' bins."""

@@ -141,9 +141,12 @@ class MultivariatePACEImputer(BaseImputer):
         Subject covariates (names in ``X.covariates``) that shift the
         variables' means: ``mu_j(t, z) = mu0_j(t) + sum_k z_k beta_jk(t)``
         (see Notes). Numeric covariates are centred, categorical ones
-        (strings) one-hot encoded against their most frequent level.
-        ``transform`` then needs every subject's values of them. ``None``:
-        no covariates, whatever ``X`` carries.
+        (strings) one-hot encoded against their most frequent level; a
+        level held by fewer than three training subjects counts as that
+        reference (with a warning), and a constant or collinear column is
+        refused. Their units change nothing. ``transform`` then needs every
+        subject's values of them. ``None``: no covariates, whatever ``X``
+        carries.
     random_state : int or None, default=None
         Seed of the univariate fits' cross-validation.
 
@@ -451,7 +454,10 @@ class MultivariatePACEImputer(BaseImputer):
                     f"variable {data.variables[j]!r}: no subject has two "
                     "observations of it, so its covariance cannot be estimated"
                 )
-            pace = PACEImputer(random_state=seed, **params).fit(part)
+            try:
+                pace = PACEImputer(random_state=seed, **params).fit(part)
+            except ValueError as exc:
+                raise ValueError(f"variable {data.variables[j]!r}: {exc}") from exc
             if design is not None:
                 z = design[rows][part.subject_index]
                 widths = self._coefficient_widths(pace, part.times, part.subject_index)

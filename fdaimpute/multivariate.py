@@ -31,6 +31,7 @@ from fdaimpute._core.validation import (
     check_magnitudes,
     is_long_frame,
     is_variables_frame,
+    refuse_columns_frame,
     refuse_unnamed_variables_frame,
 )
 from fdaimpute.data import IrregularData
@@ -492,7 +493,8 @@ def _check_covariates(covariates, n):
                 f"covariate {name!r} must have one value per subject: expected "
                 f"{n}, got shape {arr.shape}"
             )
-        if arr.dtype.kind == "O" and missing_mask(arr).all():
+        # (one subject's missing value is named where the covariate is used)
+        if n > 1 and arr.dtype.kind == "O" and missing_mask(arr).all():
             raise ValueError(f"covariate {name!r} is missing for every subject")
         out[str(name)] = arr
     return out
@@ -581,6 +583,8 @@ def as_multivariate(
         )
     else:
         refuse_unnamed_variables_frame(X)
+        if variable not in getattr(X, "columns", ()):
+            refuse_columns_frame(X, id, time, names, several=True)
         columns = f"{id}, {time}, {variable}, {value}"
         if names:
             columns += f" (or {id}, {time}, {value} for one variable)"

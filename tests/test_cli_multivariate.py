@@ -194,6 +194,12 @@ def test_misused_flags_name_the_problem(long_table, tmp_path, capsys):
         capsys, *base, "--method", "mpace", "--variable", "labs", "--grid", "5"
     )
     assert "'labs'" in message and "variable column" in message
+    message = _error(
+        capsys, *base, "--method", "mpace", "--variable", "lab", "--covariates",
+        "age,weight",
+    )  # fmt: skip
+    assert "'weight' (the covariate column) is not in" in message
+    assert "'group'" in message
     # a covariate that changes within a subject names the subject
     changing = long_table.copy()
     changing.loc[changing.index[0], "age"] += 1
@@ -205,6 +211,23 @@ def test_misused_flags_name_the_problem(long_table, tmp_path, capsys):
     subject = changing["subject"].iloc[0]
     assert repr(subject) in message or subject in message
     assert "not constant" in message
+
+
+def test_a_variable_column_without_the_flag_is_not_pooled(long_table, tmp_path, capsys):
+    path, out = tmp_path / "labs.csv", tmp_path / "curves.csv"
+    default = long_table.rename(
+        columns={"subject": "id", "age_at": "time", "lab": "variable"}
+    )
+    default.to_csv(path, index=False)
+    for method in ("pace", "mpace"):
+        message = _error(capsys, "impute", path, "-o", out, "--method", method)
+        assert "column 'variable'" in message and "--variable variable" in message
+    assert not out.exists()
+    # under another name the repeated times say where to look
+    other = tmp_path / "other.csv"
+    long_table.to_csv(other, index=False)
+    message = _error(capsys, "impute", other, "-o", out, "--method", "pace", *COLUMNS)
+    assert "two observations at" in message and "--variable COLUMN" in message
 
 
 def test_a_univariate_model_refuses_several_variables(long_table, tmp_path, capsys):

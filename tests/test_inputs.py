@@ -136,6 +136,23 @@ def test_long_frame_with_other_names_is_refused_with_the_fix():
     )
 
 
+@pytest.mark.parametrize("cls", [PACEImputer, KernelImputer, MICEImputer])
+def test_a_long_frame_with_a_column_per_variable_is_not_read_as_a_matrix(cls):
+    df = pd.DataFrame(
+        {
+            "id": [1, 1, 1, 2, 2, 3, 3, 3],
+            "time": [0.0, 0.5, 1.2, 0.1, 0.9, 0.0, 0.4, 2.0],
+            "bili": [1.0, 1.2, np.nan, 0.5, 0.7, 2.0, 2.1, 2.5],
+            "alb": [3.5, np.nan, 3.3, 4.0, 3.9, 3.0, np.nan, 2.8],
+        }
+    )
+    fix = r"from_columns\(df, \['bili', 'alb'\], id='id', time='time'\)"
+    with pytest.raises(ValueError, match=fix):
+        cls().fit(df)
+    with pytest.raises(ValueError, match=r"from_long\(df, id='id', time='time', value"):
+        cls().fit(df.drop(columns="alb"))
+
+
 def test_wide_frames_are_not_mistaken_for_long():
     X = _matrix(p=3)
     wide = pd.DataFrame(X, columns=["a", "b", "c"])
@@ -419,6 +436,18 @@ def test_range_tolerance_follows_the_unit_of_time():
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # rounding is not "beyond the range"
             assert est.transform(inside).shape == (1, 11)
+
+
+def test_the_refusal_names_the_observation_far_outside_not_the_first_outside():
+    rng = np.random.default_rng(1)
+    times = [np.sort(rng.uniform(size=5)) for _ in range(20)]
+    times[0][0], times[1][-1] = 0.0, 1.0
+    est = KernelImputer(grid=11).fit(
+        IrregularData.from_lists(times, [rng.normal(size=5) for _ in range(20)])
+    )
+    new = [(np.array([0.5, 1.03]), np.zeros(2)), (np.array([0.5, 1.6]), np.zeros(2))]
+    with pytest.raises(ValueError, match=r"subject 1 .*at time 1\.6, outside"):
+        est.transform(new)
 
 
 # --------------------------------------------------------------------------- #

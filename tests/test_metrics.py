@@ -13,6 +13,7 @@ from fdaimpute.metrics import (
     tv,
     tv_per_subject,
 )
+from fdaimpute.multivariate import MultivariateIrregularData
 
 
 def test_mse_and_tv_known_values():
@@ -118,13 +119,49 @@ def test_a_long_table_of_several_variables_splits_as_its_data_does():
     assert_array_equal(from_table[2], from_data[2])
 
 
+def test_held_out_error_of_one_variable_as_several_is_relative_to_its_variance():
+    data = fi.simulate.sand_paper(n=60, n_obs="8-12", random_state=0).train.data
+    one = MultivariateIrregularData.from_variables({"y": data})
+    kernel = fi.KernelImputer(bandwidth=0.1)
+    alone = held_out_error(kernel, data, refit=True, random_state=3)
+    several = held_out_error(kernel, one, refit=True, random_state=3)
+    assert several == pytest.approx(alone / np.var(data.values), rel=1e-10)
+
+
 @pytest.mark.parametrize("as_table", [False, True])
-def test_held_out_error_refuses_several_variables_with_a_pointer(as_table):
-    data = fi.simulate.multivariate_gaussian(n=30, random_state=0).train.data
-    with pytest.raises(TypeError, match="split_held_out"):
+def test_held_out_error_of_several_variables_does_not_depend_on_their_units(as_table):
+    data = fi.simulate.multivariate_gaussian(n=40, random_state=0).train.data
+    scaled = data.take(np.arange(len(data)))
+    scaled.values = np.where(data.variable == 1, 1000 * data.values, data.values)
+    kernel = fi.KernelImputer(bandwidth=0.2)
+    errors = [
         held_out_error(
-            fi.KernelImputer(), data.to_long() if as_table else data, refit=True
+            kernel,
+            d.to_long() if as_table else d,
+            refit=True,
+            random_state=0,
+            return_errors=True,
         )
+        for d in (data, scaled)
+    ]
+    assert errors[0][0] == pytest.approx(errors[1][0], rel=1e-9)
+    assert_allclose(errors[0][1], errors[1][1], rtol=1e-9)
+
+
+def test_held_out_scorer_tunes_an_imputer_of_several_variables():
+    from sklearn.model_selection import GridSearchCV, KFold
+
+    data = fi.simulate.multivariate_gaussian(n=60, random_state=0).train.data
+    search = GridSearchCV(
+        fi.KernelImputer(extrapolate="clip"),
+        {"bandwidth": [0.001, 0.2]},
+        scoring=fi.metrics.held_out_scorer(),
+        cv=KFold(3, shuffle=True, random_state=0),
+        error_score="raise",
+    ).fit(data)
+    scores = search.cv_results_["mean_test_score"]
+    assert np.all(np.isfinite(scores))
+    assert search.best_params_ == {"bandwidth": 0.2}
 
 
 def test_held_out_error_of_the_oracle_is_noise_plus_posterior_variance():

@@ -1,6 +1,7 @@
 """Covariate-adjusted means in MultivariatePACEImputer: known answers, errors, files."""
 
 import copy
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -413,21 +414,28 @@ def test_covariate_not_constant_within_a_subject_is_refused_by_name():
 
 def test_categorical_coding_uses_the_most_frequent_level_as_reference():
     covariates = {
-        "site": np.array(["x", "y", "y", "z", "y"], dtype=object),
-        "dose": np.array([1, 2, 3, 4, 5]),
+        "site": np.array(list("xyyzyxzyxz"), dtype=object),
+        "dose": np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
     }
     design = CovariateDesign.learn(covariates, ["site", "dose"])
     assert design.columns == ["site=x", "site=z", "dose"]
     z = design.matrix(covariates)
-    assert z.tolist() == [
-        [1, 0, -2],
-        [0, 0, -1],
-        [0, 0, 0],
-        [0, 1, 1],
-        [0, 0, 2],
+    assert z[:, :2].tolist() == [
+        [1, 0],
+        [0, 0],
+        [0, 0],
+        [0, 1],
+        [0, 0],
+        [1, 0],
+        [0, 1],
+        [0, 0],
+        [1, 0],
+        [0, 1],
     ]
-    with pytest.raises(ValueError, match="'dose' was numeric"):
-        design.matrix({"site": covariates["site"], "dose": np.array(["1"] * 5)})
+    assert_allclose(z[:, 2], covariates["dose"] - 5.5)
+    text = {"site": covariates["site"], "dose": np.array(["1"] * 9 + ["n/a"])}
+    with pytest.raises(ValueError, match="subject 9.*'dose' was numeric.*'n/a'"):
+        design.matrix(text)
 
 
 def test_one_variable_with_covariates_is_covariate_adjusted_pace(driven):
@@ -467,7 +475,103 @@ def test_covariates_are_read_from_a_long_frames_columns(driven):
     assert_allclose(one.transform(part), imp.fit(read).transform(read), atol=1e-12)
     with pytest.raises(ValueError, match="'sex'.*not in the table"):
         MultivariatePACEImputer(covariates=["sex"]).fit(part)
-    with pytest.raises(TypeError, match="id, time, value for one variable"):
+    with pytest.raises(ValueError, match=r"from_columns\(df, \['y'\]"):
         MultivariatePACEImputer(covariates=NAMES).fit(
             part.rename(columns={"value": "y"})
         )
+
+
+def _small_driven(n=120, seed=0):
+    """A small simulated covariate-driven data set (age and a three-level group)."""
+    sim = fi.simulate.multivariate_gaussian(n=n, covariates=True, random_state=seed)
+    return sim.train.data
+
+
+def _imputer():
+    return MultivariatePACEImputer(random_state=0, covariates=NAMES, pace_params=FAST)
+
+
+def test_a_covariates_units_change_nothing():
+    data = _small_driven()
+    curves = []
+    for scale in (1.0, 365.25, 1e9, 1e-9):
+        ages = data.covariates["age"] * scale
+        scaled = _with_covariates(
+            data, {"age": ages, "group": data.covariates["group"]}
+        )
+        imp = _imputer()
+        curves.append(imp.fit(scaled).transform(scaled))
+    for other in curves[1:]:
+        assert_allclose(other, curves[0], rtol=0, atol=1e-8)
+
+
+def test_collinear_or_constant_covariates_are_refused_by_column():
+    data = _small_driven()
+    group = data.covariates["group"]
+    ages = data.covariates["age"]
+    doubled = {"age": ages, "group": group, "age_months": 12 * ages + 3}
+    with pytest.raises(ValueError, match="'age_months' is a linear combination of"):
+        CovariateDesign.learn(doubled, ["age", "group", "age_months"])
+    coded = (group == group[0]).astype(float)
+    level = {"group": group, "coded": coded}
+    with pytest.raises(ValueError, match="'coded' is a linear combination of"):
+        CovariateDesign.learn(level, ["group", "coded"])
+    with pytest.raises(ValueError, match="'flat' is constant over the training"):
+        CovariateDesign.learn({"flat": np.full(ages.size, 2.5)}, ["flat"])
+    with pytest.raises(ValueError, match="'site' is 'a' for every training subject"):
+        CovariateDesign.learn({"site": np.full(ages.size, "a")}, ["site"])
+    refused = _with_covariates(data, doubled)
+    with pytest.raises(ValueError, match="cannot be told apart"):
+        MultivariatePACEImputer(
+            covariates=["age", "group", "age_months"], pace_params=FAST
+        ).fit(refused)
+
+
+def test_a_level_held_by_too_few_subjects_counts_as_the_reference():
+    data = _small_driven()
+    group = data.covariates["group"].astype(object)
+    reference = CovariateDesign.learn(data.covariates, ["group"]).encoding["group"]
+    rare = group.copy()
+    rare[[4, 9]] = "rare"  # two subjects: below SUPPORT_SUBJECTS
+    as_reference = group.copy()
+    as_reference[[4, 9]] = reference["reference"]
+    ages = data.covariates["age"]
+    pooled = r"'group': 1 level\(s\) \('rare'\).*reference"
+    with pytest.warns(UserWarning, match=pooled):
+        design = CovariateDesign.learn({"group": rare}, ["group"])
+    assert "group=rare" not in design.columns
+    assert_array_equal(
+        design.matrix({"group": rare}),
+        CovariateDesign.learn({"group": as_reference}, ["group"]).matrix(
+            {"group": as_reference}
+        ),
+    )
+    fits = []
+    for levels in (rare, as_reference):
+        part = _with_covariates(data, {"age": ages, "group": levels})
+        imp = _imputer()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            fits.append(imp.fit(part).transform(part))
+    assert_array_equal(fits[0], fits[1])
+
+
+def test_many_single_subject_levels_say_the_covariate_may_be_numbers():
+    ages = np.arange(30.0).astype(str)
+    with pytest.warns(UserWarning, match="30 levels among 30 subjects.*to_numeric"):
+        design = CovariateDesign.learn({"age": ages}, ["age"])
+    assert design.columns == []
+
+
+def test_infinite_covariates_are_refused_by_subject():
+    data = _small_driven()
+    ages = data.covariates["age"].astype(float).copy()
+    ages[5] = np.inf
+    bad = _with_covariates(data, {"age": ages, "group": data.covariates["group"]})
+    who = f"subject {data.ids[5].item()!r}"
+    imp = MultivariatePACEImputer(random_state=0, covariates=NAMES, pace_params=FAST)
+    with pytest.raises(ValueError, match=rf"{who}.*'age' is inf"):
+        imp.fit(bad)
+    imp.fit(data)
+    with pytest.raises(ValueError, match=rf"{who}.*'age' is inf"):
+        imp.transform(bad)

@@ -323,6 +323,12 @@ def test_each_variable_is_judged_against_its_own_range(two_independent):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warn_implausible_variables(curves, data, GRID, (0, 1), None, "X")
+    # the farthest excursion is the one quoted, whichever subject comes first
+    curves[2, GRID.size + 5] = -40.0
+    label = f"subject {data.ids[2]!r}"
+    far = rf"of {label}.*\(-40 at time {GRID[5]:.4g}\)"
+    with pytest.warns(UserWarning, match=far):
+        warn_implausible_variables(curves, data, GRID, (0, 1), ranges, "X")
 
 
 @pytest.mark.parametrize("make", [_kernel, _mice])
@@ -363,3 +369,26 @@ def test_multivariate_pace_warns_of_an_implausible_curve(two_independent):
     imp._covariate_curves = lambda design, grid: shift
     with pytest.warns(UserWarning, match=r"\(a\): the imputed curve of subject"):
         imp.transform(data)
+
+
+@pytest.mark.parametrize("make", [_kernel, _mice])
+def test_a_variable_whose_values_are_all_equal_is_imputed_as_that_value(
+    make, two_independent
+):
+    a, b, _ = two_independent
+    flat = b.take(np.arange(len(b)))
+    flat.values = np.full(flat.values.size, 3.5)
+    data = MultivariateIrregularData.from_variables({"a": a, "b": flat})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not "outside the range [3.5, 3.5]"
+        curves = make().fit(data).transform_3d(data)
+    assert_allclose(curves[:, 1], 3.5, rtol=1e-9)
+
+
+def test_multivariate_pace_names_the_variable_it_cannot_fit(two_independent):
+    a, b, _ = two_independent
+    flat = b.take(np.arange(len(b)))
+    flat.values = np.full(flat.values.size, 3.5)
+    data = MultivariateIrregularData.from_variables({"a": a, "flat": flat})
+    with pytest.raises(ValueError, match="variable 'flat': all observed values"):
+        fi.MultivariatePACEImputer().fit(data)

@@ -287,8 +287,11 @@ def test_covariates_are_checked_where_they_are_read(with_covariates, coupled):
         fi.VTImputer(**FAST, covariates=["age", "age"]).fit(data)
 
 
-def test_a_long_frame_of_one_variable_brings_its_covariates(with_covariates):
-    imp, data = with_covariates
+def test_a_long_frame_of_one_variable_brings_its_covariates():
+    # the training subjects: each level of the group is held by enough of them
+    data = fi.simulate.multivariate_gaussian(
+        n=150, n_variables=2, covariates=True, random_state=1
+    ).train.data
     part, rows = data.variable_data(0)
     frame = part.to_long().merge(
         pd.DataFrame(

@@ -191,6 +191,17 @@ def _read_variables(path, names, layout, duplicates):
     id_name, time_name, _ = names
     variable, values, covariates = layout
     wanted = [id_name, time_name, *([variable] if variable else []), *values]
+    header = _header(path)
+    roles = [("id", id_name), ("time", time_name)]
+    roles += [("variable", variable)] if variable else []
+    roles += [("value", v) for v in values] + [("covariate", c) for c in covariates]
+    absent = [(role, c) for role, c in roles if header and c not in header]
+    if absent:
+        role, name = absent[0]
+        raise ValueError(
+            f"column {name!r} (the {role} column) is not in {path}; its columns "
+            f"are {header}"
+        )
     df = _read_table(path, wanted + covariates)
     if len(df) == 0:
         raise ValueError(
@@ -213,7 +224,13 @@ def read_data(args, names=None, layout=None):
     import fdaimpute as fi
 
     id_name, time_name, value_name = names or column_names(args)
+    variable = None if layout is None else layout[0]
+    one_value = layout is None or len(layout[1]) == 1
     try:
+        if variable is None and one_value:
+            _refuse_unnamed_variable_column(
+                args.input, (id_name, time_name, value_name)
+            )
         if layout is not None:
             data = _read_variables(
                 args.input, (id_name, time_name, value_name), layout, args.duplicates
@@ -230,8 +247,45 @@ def read_data(args, names=None, layout=None):
             duplicates=args.duplicates,
         )
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        raise SystemExit(f"cannot read {args.input}: {cli_message(str(exc))}") from None
+        message = cli_message(str(exc))
+        if variable is None and "two observations at" in message:
+            message += VARIABLE_ADVICE
+        raise SystemExit(f"cannot read {args.input}: {message}") from None
     return _reported(data)
+
+
+#: What a repeated time may mean when no --variable was given.
+VARIABLE_ADVICE = (
+    "; if the rows of one time hold different variables, name the column "
+    "that says which with --variable COLUMN (--duplicates average is for "
+    "repeated measurements of one variable)"
+)
+
+
+def _refuse_unnamed_variable_column(path, names):
+    """Raise where the input has a ``variable`` column that none of ``names``
+    (id, time, value) is, and --variable was not given."""
+    if "variable" in names or "variable" not in _header(path):
+        return
+    raise ValueError(
+        "the input has a column 'variable': several variables in one table; "
+        "read them with --variable variable (--method mpace, kernel, mice, vt "
+        "or sand), or keep one variable's rows for a method of one variable"
+    )
+
+
+def _header(path):
+    """The column names of a CSV or Parquet file (none where it cannot be read)."""
+    try:
+        if is_parquet(path):
+            import pyarrow.parquet as pq
+
+            return [str(c) for c in pq.read_schema(path).names]
+        import pandas as pd
+
+        return [str(c) for c in pd.read_csv(path, nrows=0).columns]
+    except Exception:  # unreadable here: reading the table will say why
+        return []
 
 
 def _reported(data):

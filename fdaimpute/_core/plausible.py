@@ -144,8 +144,11 @@ def _outside_variables(curves, data, grid, time_range, values_ranges):
 def _warn(found, ids, grid, name):
     """The warning of :func:`warn_implausible` for what ``_outside`` found."""
     rows, bad, part, low, high, inside = found
-    i = int(rows[0])
-    col = int(np.flatnonzero(bad[i])[0])
+    # the farthest excursion of any subject's curve
+    excess = np.maximum(low[rows, None] - part[rows], part[rows] - high[rows, None])
+    excess = np.where(bad[rows], excess, -np.inf)
+    at, col = np.unravel_index(int(np.argmax(excess)), excess.shape)
+    i, col = int(rows[at]), int(col)
     others = f" and {rows.size - 1} other subject(s)" if rows.size > 1 else ""
     warnings.warn(
         f"{name}: the imputed curve of {subject_label(ids, i)}{others} "
@@ -271,7 +274,9 @@ def _outside(curves, values, offsets, grid, time_range, values_range):
         starts = offsets[:-1][has]
         own_lo[has] = np.minimum(lo, np.minimum.reduceat(values, starts))
         own_hi[has] = np.maximum(hi, np.maximum.reduceat(values, starts))
-    half = WIDEN * (own_hi - own_lo)
+    # (a rounding tolerance where the values are all equal)
+    rounding = 1e-9 * np.maximum(np.abs(own_lo), np.abs(own_hi))
+    half = np.maximum(WIDEN * (own_hi - own_lo), rounding)
     part = curves[:, inside]
     low, high = own_lo - half, own_hi + half
     bad = (part < low[:, None]) | (part > high[:, None])

@@ -8,7 +8,10 @@ import numpy as np
 
 from fdaimpute._core.coerce import check_not_datetime, is_datetime_like
 from fdaimpute._core.ids import subject_label
-from fdaimpute._core.plausible import allow_observations_near_range
+from fdaimpute._core.plausible import (
+    OBSERVATION_SLACK,
+    allow_observations_near_range,
+)
 from fdaimpute.data import IrregularData
 
 LONG_COLUMNS = ("id", "time", "value")
@@ -58,6 +61,7 @@ def as_irregular(X, who=None):
     _refuse_multivariate(X, who)
     if is_long_frame(X):
         return IrregularData.from_long(X, *LONG_COLUMNS)
+    refuse_columns_frame(X)
     _refuse_unnamed_long_frame(X)
     if _is_pair_sequence(X):
         for i, pair in enumerate(X):
@@ -169,6 +173,42 @@ def refuse_unnamed_variables_frame(X):
         f"variable={variable}, value={v}) or name the columns 'id', 'time', "
         "'variable' and 'value'. The imputers that take several variables are "
         f"{', '.join(SEVERAL_VARIABLE_IMPUTERS)}"
+    )
+
+
+def refuse_columns_frame(X, id="id", time="time", covariates=(), several=False):
+    """Raise when a DataFrame has an id and a time column but no value column.
+
+    Such a frame is a long table whose values are in columns of other names
+    (one per variable, ``NaN`` where not measured); read as a wide matrix its
+    rows would be observations and its ids and times values. The error
+    gives the call that reads it: ``IrregularData.from_long`` for one such
+    column, unless ``several`` (the caller takes several variables), else
+    ``MultivariateIrregularData.from_columns``. ``covariates`` are columns
+    that are not variables.
+    """
+    columns = list(getattr(X, "columns", ()))
+    if not hasattr(X, "iloc") or id not in columns or time not in columns:
+        return
+    rest = [str(c) for c in columns if c not in (id, time, *covariates)]
+    if not rest:
+        return
+    start = (
+        f"X is a DataFrame with columns {id!r} and {time!r}: a long table, one "
+        "row per observation, rather than a matrix with one row per subject"
+    )
+    if len(rest) == 1 and not several:
+        raise ValueError(
+            f"{start}; read it with IrregularData.from_long(df, id={id!r}, "
+            f"time={time!r}, value={rest[0]!r}) or name its value column 'value'"
+        )
+    raise ValueError(
+        f"{start}, with one column per variable ({', '.join(map(repr, rest))}); "
+        f"read it with MultivariateIrregularData.from_columns(df, {rest!r}, "
+        f"id={id!r}, time={time!r}) (leaving out of the list any column that is "
+        "not a variable, and naming the subject covariates' columns in "
+        "covariates=[...]). The imputers that take "
+        f"several variables are {', '.join(SEVERAL_VARIABLE_IMPUTERS)}"
     )
 
 
@@ -313,9 +353,10 @@ def check_in_range(data, time_range, *, extrapolate):
         return
     if allow_observations_near_range(data, time_range, rounding_slack(time_range)):
         return
-    j = first_outside(data.times, time_range)
+    lo, hi = time_range
+    slack = OBSERVATION_SLACK * (hi - lo)
+    j = first_outside(data.times, (lo - slack, hi + slack))
     if j is not None:
-        lo, hi = time_range
         i = int(data.subject_index[j])
         raise ValueError(
             f"{subject_label(data.ids, i)} is observed at time "

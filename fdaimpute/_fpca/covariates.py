@@ -31,6 +31,8 @@ training range).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import sparse
 from scipy.interpolate import PchipInterpolator
@@ -40,8 +42,12 @@ from fdaimpute._fpca.folds import N_FOLDS
 from fdaimpute._numerics.interpolate import spline_columns
 from fdaimpute._numerics.local_linear import _kernel_powers, get_kernel
 
-#: Ridge on the local normal equations, relative to their trace (keeps a
-#: window where a level is absent solvable; its coefficient then shrinks to 0).
+#: Norm of a design column's residual on the columns before it (all scaled
+#: to norm 1) below which it counts as their linear combination.
+IDENTIFIABLE_TOLERANCE = 1e-8
+#: Ridge on the local normal equations, each column scaled to its own moments
+#: (keeps a window where a level is absent solvable; its coefficient then
+#: shrinks to 0).
 _RIDGE = 1e-8
 #: Kernel evaluations held at once (bounds memory).
 _MAX_PAIRS = 2_000_000
@@ -108,6 +114,7 @@ class CovariateDesign:
         for name in names:
             column = _column(covariates, name, "training", ids)
             if _is_numeric(column):
+                _check_finite(column, name, ids)
                 encoding[name] = {
                     "kind": "numeric",
                     "centre": float(np.mean(column.astype(np.float64))),
@@ -116,12 +123,70 @@ class CovariateDesign:
             labels = column.astype(str)
             levels, counts = np.unique(labels, return_counts=True)
             reference = str(levels[np.argmax(counts)])
+            if levels.size == 1:
+                raise ValueError(
+                    f"covariate {name!r} is {reference!r} for every training "
+                    "subject, so its effect cannot be estimated; leave it out of "
+                    "covariates"
+                )
+            rare = [
+                str(v)
+                for v, c in zip(levels, counts)
+                if c < SUPPORT_SUBJECTS and v != reference
+            ]
+            if rare:
+                _warn_pooled(name, rare, reference, levels.size, labels.size)
             encoding[name] = {
                 "kind": "categorical",
                 "reference": reference,
-                "levels": [str(v) for v in levels if v != reference],
+                "levels": [str(v) for v in levels if v != reference and v not in rare],
+                "pooled": rare,
             }
-        return cls(encoding)
+        design = cls(encoding)
+        design.check_identifiable(covariates)
+        return design
+
+    def check_identifiable(self, covariates):
+        """Raise unless every design column is identifiable beside the others.
+
+        A numeric covariate constant over the subjects, or a column that is
+        a linear combination of the intercept and the columns before it
+        (the same covariate given twice, a level and its complement, more
+        levels than subjects), would leave the effects undetermined: the
+        local fits would split them arbitrarily between the columns.
+
+        Raises
+        ------
+        ValueError
+            Naming the column and what it is a combination of.
+        """
+        z = self.matrix(covariates)
+        x = np.concatenate([np.ones((z.shape[0], 1)), z], axis=1)
+        names = ["the intercept", *self.columns]
+        norm = np.linalg.norm(x, axis=0)
+        for k in range(1, x.shape[1]):
+            if norm[k] == 0:
+                raise ValueError(
+                    f"covariate column {names[k]!r} is constant over the training "
+                    "subjects, so its effect cannot be estimated; leave it out "
+                    "of covariates"
+                )
+            before = x[:, :k] / norm[:k]
+            coef, *_ = np.linalg.lstsq(before, x[:, k] / norm[k], rcond=None)
+            residual = x[:, k] / norm[k] - before @ coef
+            if np.linalg.norm(residual) > IDENTIFIABLE_TOLERANCE:
+                continue
+            used = [
+                names[i] if i == 0 else repr(names[i])
+                for i in np.flatnonzero(np.abs(coef) > 1e-6)
+            ]
+            raise ValueError(
+                f"covariate column {names[k]!r} is a linear combination of "
+                f"{', '.join(used) or 'the others'} over the training "
+                "subjects (the same covariate given twice, a level and its "
+                "complement, or more levels than subjects), so the effects "
+                "cannot be told apart; leave one of them out of covariates"
+            )
 
     @property
     def columns(self):
@@ -166,19 +231,23 @@ class CovariateDesign:
             who = _label(ids)
             if code["kind"] == "numeric":
                 if not _is_numeric(column):
+                    i = _first_not_number(column)
                     raise ValueError(
-                        f"covariate {name!r} was numeric in training, got "
-                        f"values of type {column.dtype}"
+                        f"{who(i)}: covariate {name!r} was numeric in training, "
+                        f"got {column[i]!r}; convert the column to numbers (e.g. "
+                        "pandas.to_numeric)"
                     )
+                _check_finite(column, name, ids)
                 blocks.append(column.astype(np.float64)[:, None] - code["centre"])
                 continue
             labels = column.astype(str)
-            known = set(code["levels"]) | {code["reference"]}
+            pooled = code.get("pooled", [])
+            known = set(code["levels"]) | {code["reference"], *pooled}
             unseen = np.flatnonzero(~np.isin(labels, list(known)))
             if unseen.size:
                 i = int(unseen[0])
                 raise ValueError(
-                    f"{who(i)}: covariate {name!r} has level {column[i]!r}, not "
+                    f"{who(i)}: covariate {name!r} has level {str(labels[i])!r}, not "
                     f"seen in training (levels {sorted(known)})"
                 )
             blocks.append(
@@ -209,10 +278,51 @@ class CovariateDesign:
             k = len(code["levels"])
             block = z[:, at : at + k]
             labels = np.asarray([code["reference"], *code["levels"]], dtype=object)
-            pick = np.where(block.max(axis=1) > 0.5, block.argmax(axis=1) + 1, 0)
+            pick = np.zeros(z.shape[0], dtype=np.int64)
+            if k:
+                pick = np.where(block.max(axis=1) > 0.5, block.argmax(axis=1) + 1, 0)
             out[name] = labels[pick]
             at += k
         return out
+
+
+def _first_not_number(column):
+    """Position of the first entry of ``column`` that is not a number (0 if none)."""
+    for i, value in enumerate(column):
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            return i
+    return 0
+
+
+def _check_finite(column, name, ids):
+    """Raise for an infinite value of a numeric covariate, naming the subject."""
+    bad = np.flatnonzero(~np.isfinite(column.astype(np.float64)))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{_label(ids)(i)}: covariate {name!r} is {column[i]}; covariates "
+            "must be finite"
+        )
+
+
+def _warn_pooled(name, rare, reference, n_levels, n_subjects):
+    """Warn that the levels ``rare`` of ``name`` count as its ``reference``."""
+    shown = ", ".join(map(repr, rare[:5])) + (", ..." if len(rare) > 5 else "")
+    hint = ""
+    if n_levels > n_subjects / 2:
+        hint = (
+            f" ({n_levels} levels among {n_subjects} subjects: if {name!r} holds "
+            "numbers, convert it to numbers, e.g. with pandas.to_numeric)"
+        )
+    warnings.warn(
+        f"covariate {name!r}: {len(rare)} level(s) ({shown}) held by fewer than "
+        f"{SUPPORT_SUBJECTS} training subjects have no effect of their own; "
+        f"their subjects count as the reference level {reference!r}{hint}",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def _label(ids):
@@ -333,9 +443,13 @@ def solve_coefficients(moments, times, values, design, grid, varying):
     # the right-hand sides of the values and of each constant column, whose
     # moments are columns of the gram (x is its own response there)
     right = np.concatenate([rhs[:, rows, None], gram[:, rows][:, :, fixed]], axis=2)
-    trace = np.trace(sub, axis1=1, axis2=2)
-    sub = sub + (_RIDGE * trace / (2 * keep.size))[:, None, None] * np.eye(rows.size)
-    coef = np.linalg.solve(sub, right)[:, : keep.size]  # (G, |keep|, 1 + |fixed|)
+    # each column on the scale of its own moments (a covariate's units
+    # change nothing), with a small ridge for the times few subjects reach
+    diag = np.diagonal(sub, axis1=1, axis2=2)
+    unit = 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0))
+    sub = sub * unit[:, :, None] * unit[:, None, :] + _RIDGE * np.eye(rows.size)
+    coef = np.linalg.solve(sub, right * unit[:, :, None])
+    coef = (coef * unit[:, :, None])[:, : keep.size]  # (G, |keep|, 1 + |fixed|)
     out = np.zeros((q1, grid.size))
     if fixed.size:
         x = np.concatenate([np.ones((times.size, 1)), design], axis=1)
@@ -347,7 +461,10 @@ def solve_coefficients(moments, times, values, design, grid, varying):
             axis=1,
         )
         left = x[:, fixed] - smoothed[:, 1:]
-        constants = np.linalg.lstsq(left, values - smoothed[:, 0], rcond=None)[0]
+        norm = np.linalg.norm(left, axis=0)
+        norm = np.where(norm > 0, norm, 1.0)
+        constants = np.linalg.lstsq(left / norm, values - smoothed[:, 0], rcond=None)
+        constants = constants[0] / norm
         out[fixed] = constants[:, None]
         varying_part = coef[:, :, 0] - coef[:, :, 1:] @ constants
     else:
