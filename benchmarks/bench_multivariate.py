@@ -183,7 +183,7 @@ def attribute_seed(seed, n_train, n_test, covariates=False):
     puts the fitted covariate effects alone in the true mean's place (the
     true ``mu0_j``, the coefficient curves of the fit).
     """
-    from fdaimpute._fpca.covariates import CovariateDesign
+    from fdaimpute._fpca.covariates import CovariateDesign, effect_at
     from fdaimpute._sim.multivariate_process import MultivariateBasisProcess
 
     n = n_train + n_test
@@ -208,7 +208,7 @@ def attribute_seed(seed, n_train, n_test, covariates=False):
             beta = beta.copy()
             beta[0] = 0.0
         z = np.concatenate([np.ones((z.shape[0], 1)), z], axis=1)
-        return imp._effect_at(j, t, z, beta=beta)
+        return effect_at(beta, imp._support(j), imp.work_grids_[j], t, z)
 
     def at_centre(t):
         # the covariates where the fit's design is zero (the numeric ones at
