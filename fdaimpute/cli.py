@@ -19,6 +19,7 @@ from fdaimpute._cli.inputs import (
 )
 from fdaimpute._cli.messages import cli_message
 from fdaimpute._cli.methods import (
+    SEVERAL,
     build_estimator,
     method_factories,
     method_name,
@@ -267,7 +268,7 @@ def _add_impute_command(sub):
         "--method",
         default=None,
         help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt, sand or mpace "
-        "(several variables: mpace, kernel, mice), in any case (default "
+        f"(several variables: {SEVERAL}), in any case (default "
         "auto: the mix of pace, face, mfpca and kernel that best predicts "
         "held-out points), "
         "fitted on the input; or use --model",

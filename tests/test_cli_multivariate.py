@@ -261,3 +261,13 @@ def test_covariates_named_as_a_parameter_are_read_as_with_the_flag(
         "age", "--param", 'covariates=["group"]', *COLUMNS,
     )  # fmt: skip
     assert "name different columns" in message
+
+
+def test_the_help_lists_every_method_that_takes_several_variables(capsys):
+    from fdaimpute._cli.methods import COVARIATE_METHODS, MULTIVARIATE_METHODS
+
+    with pytest.raises(SystemExit):
+        _run("impute", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"several variables: {', '.join(MULTIVARIATE_METHODS)}" in text
+    assert f"(methods: {', '.join(COVARIATE_METHODS)})" in text

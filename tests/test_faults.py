@@ -4,6 +4,8 @@ The estimator must end either usable (best state so far, and saying so) or
 unfitted, never half-fitted.
 """
 
+import warnings
+
 import _configs
 import numpy as np
 import pytest
@@ -191,6 +193,21 @@ def test_huge_learning_rate_raises_a_clear_error(sim):
     # without clipping, one Adam step at lr=1e6 blows the weights up in the
     # first epoch: no finite state to fall back on
     est = VTImputer(**{**TINY, "lr": 1e6, "lr_schedule": "constant", "clip_grad": None})
-    with pytest.raises(FloatingPointError, match="epoch 0 .*lower lr"):
+    with pytest.raises(
+        FloatingPointError, match="epoch 0 .*lower lr, clip gradients \\("
+    ):
         est.fit(sim.train.data)
     _assert_unfitted(est, sim)
+
+
+def test_a_network_that_learnt_nothing_is_named_at_fit(monkeypatch, sim):
+    validate = Trainer.validate
+    # a finite held-out error far above the training mean's (about 1), as
+    # after a learning rate that throws the weights far away
+    monkeypatch.setattr(Trainer, "validate", lambda self, *a: 50 + validate(self, *a))
+    with pytest.warns(UserWarning, match=r"held-out error is 5\d.*learnt nothing"):
+        VTImputer(**TINY).fit(sim.train.data)
+    monkeypatch.setattr(Trainer, "validate", validate)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        VTImputer(**TINY).fit(sim.train.data)

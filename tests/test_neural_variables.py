@@ -330,3 +330,12 @@ def test_several_variables_with_covariates_train_on_cuda_and_reload_on_cpu(
     back = getattr(fi, name).load(tmp_path / "m.fdaimpute")
     back.set_params(device="cpu")
     assert_allclose(back.transform(sim.test.data), curves, atol=1e-3)
+
+
+def test_warm_start_on_several_variables_says_it_starts_afresh(coupled):
+    imp = fi.VTImputer(**FAST, warm_start=True).fit(coupled.train.data)
+    first = imp.transform(coupled.test.data)
+    with pytest.warns(UserWarning, match="warm_start continues .* starts afresh"):
+        imp.fit(coupled.train.data)
+    assert imp.n_epochs_ == FAST["max_epochs"]
+    assert_array_equal(imp.transform(coupled.test.data), first)

@@ -12,6 +12,7 @@ from fdaimpute._cli.methods import (
     ALWAYS_MULTIVARIATE,
     COVARIATE_METHODS,
     MULTIVARIATE_METHODS,
+    SEVERAL,
 )
 from fdaimpute._cli.params import collect_params
 from fdaimpute._core.blocks import check_output_fits, format_bytes
@@ -269,8 +270,8 @@ def _refuse_unnamed_variable_column(path, names):
         return
     raise ValueError(
         "the input has a column 'variable': several variables in one table; "
-        "read them with --variable variable (--method mpace, kernel, mice, vt "
-        "or sand), or keep one variable's rows for a method of one variable"
+        f"read them with --variable variable (--method {SEVERAL}), or keep one "
+        "variable's rows for a method of one variable"
     )
 
 

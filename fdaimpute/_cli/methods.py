@@ -10,6 +10,8 @@ from fdaimpute._cli.params import check_params, collect_params
 
 #: Methods that impute several variables (--variable, several --value columns).
 MULTIVARIATE_METHODS = ("mpace", "kernel", "mice", "vt", "sand")
+#: The same, as the help text lists them.
+SEVERAL = ", ".join(MULTIVARIATE_METHODS)
 
 #: Methods that read their input as several variables even when it holds one.
 ALWAYS_MULTIVARIATE = ("mpace",)

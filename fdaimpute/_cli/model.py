@@ -18,7 +18,13 @@ from fdaimpute._cli.inputs import (
     variable_layout,
 )
 from fdaimpute._cli.messages import METHOD_OF_CLASS, cli_message, fitted_label
-from fdaimpute._cli.methods import build_estimator, method_name, set_covariates
+from fdaimpute._cli.methods import (
+    COVARIATE_METHODS,
+    SEVERAL,
+    build_estimator,
+    method_name,
+    set_covariates,
+)
 from fdaimpute._cli.output import check_room, check_target, write_output
 
 __all__ = [
@@ -45,14 +51,14 @@ def add_data_options(parser):
         "--value",
         help=f"value column (default value{saved}); several, comma-separated "
         "(--value bili,albumin), hold one variable each, blank where not "
-        "measured (methods that take several variables: mpace, kernel, mice)",
+        f"measured (methods that take several variables: {SEVERAL})",
     )
     parser.add_argument(
         "--variable",
         metavar="COLUMN",
         help="column naming each row's variable, the values in the --value "
         "column: several variables per subject, each at its own times "
-        "(methods that take several variables: mpace, kernel, mice). The "
+        f"(methods that take several variables: {SEVERAL}). The "
         "output has one block of grid columns per variable",
     )
     parser.add_argument(
@@ -60,7 +66,7 @@ def add_data_options(parser):
         metavar="A,B",
         help="comma-separated columns of subject covariates (numbers or "
         "categories, constant within a subject) that shift the means "
-        "(--method mpace)",
+        f"(methods: {', '.join(COVARIATE_METHODS)})",
     )
     parser.add_argument(
         "--duplicates",
@@ -122,7 +128,7 @@ def add_fit_command(sub):
         "--method",
         default="auto",
         help="auto, kernel, pace, face, mfpca, mice, gain, cnp, vt, sand or mpace "
-        "(several variables: mpace, kernel, mice), in any case (default "
+        f"(several variables: {SEVERAL}), in any case (default "
         "auto: the mix of pace, face, mfpca and kernel that best predicts "
         "held-out points)",
     )

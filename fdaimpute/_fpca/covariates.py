@@ -164,18 +164,21 @@ class CovariateDesign:
         x = np.concatenate([np.ones((z.shape[0], 1)), z], axis=1)
         names = ["the intercept", *self.columns]
         norm = np.linalg.norm(x, axis=0)
-        for k in range(1, x.shape[1]):
-            if norm[k] == 0:
-                raise ValueError(
-                    f"covariate column {names[k]!r} is constant over the training "
-                    "subjects, so its effect cannot be estimated; leave it out "
-                    "of covariates"
-                )
-            before = x[:, :k] / norm[:k]
-            coef, *_ = np.linalg.lstsq(before, x[:, k] / norm[k], rcond=None)
-            residual = x[:, k] / norm[k] - before @ coef
-            if np.linalg.norm(residual) > IDENTIFIABLE_TOLERANCE:
-                continue
+        if np.any(norm == 0):
+            k = int(np.flatnonzero(norm == 0)[0])
+            raise ValueError(
+                f"covariate column {names[k]!r} is constant over the training "
+                "subjects, so its effect cannot be estimated; leave it out of "
+                "covariates"
+            )
+        x = x / norm
+        # |R_kk|: the distance of column k from the span of the columns before it
+        distance = np.abs(np.diagonal(np.linalg.qr(x, mode="r")))
+        dependent = np.flatnonzero(distance <= IDENTIFIABLE_TOLERANCE)
+        if dependent.size or x.shape[1] > x.shape[0]:
+            # (beyond as many columns as subjects, every column depends)
+            k = int(dependent[0]) if dependent.size else x.shape[0]
+            coef, *_ = np.linalg.lstsq(x[:, :k], x[:, k], rcond=None)
             used = [
                 names[i] if i == 0 else repr(names[i])
                 for i in np.flatnonzero(np.abs(coef) > 1e-6)
@@ -346,8 +349,8 @@ def _column(covariates, name, which, ids):
     if missing.any():
         i = int(np.flatnonzero(missing)[0])
         raise ValueError(
-            f"{_label(ids)(i)}: covariate {name!r} is missing; the "
-            "covariate-adjusted mean needs every subject's covariates"
+            f"{_label(ids)(i)}: covariate {name!r} is missing; a model that "
+            "reads covariates needs every subject's values of them"
         )
     return column
 

@@ -32,6 +32,9 @@ from fdaimpute.noise import noise_variance
 
 #: ``validation_fraction="auto"`` holds out this many subjects, within 10-30%.
 AUTO_VALIDATION_SUBJECTS = 50
+#: A kept network whose held-out error on the standardised values exceeds
+#: this (the training mean scores about 1) learnt nothing: fit warns.
+UNLEARNT_ERROR = 2.0
 
 
 @dataclass(frozen=True)
@@ -542,6 +545,15 @@ class _NeuralImputer(
         self.module_ = module
         self.history_ = history
         self.best_epoch_ = trainer.best_epoch
+        if trainer.best_epoch >= 0 and trainer.best_loss > UNLEARNT_ERROR:
+            warnings.warn(
+                f"{type(self).__name__}: the best epoch's held-out error is "
+                f"{trainer.best_loss:.3g} on the standardised values, where the "
+                "training mean scores about 1: the network learnt nothing and its "
+                "curves are not to be trusted; lower lr or check the data",
+                UserWarning,
+                stacklevel=2,
+            )
         self.start_gain_ = trainer.start_gain
         gate = getattr(module, "base_gate", None)
         if gate is not None:

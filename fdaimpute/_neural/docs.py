@@ -192,7 +192,9 @@ COMMON_PARAMS_DOC = """
         training's epochs with the losses.
     warm_start : bool, default=False
         Continue training the fitted network (same scaler, time map and
-        grid) instead of starting afresh; the optimizer restarts.
+        grid) instead of starting afresh; the optimizer restarts. One
+        variable without covariates only: a fit on several variables or
+        with covariates starts afresh, with a warning.
     %(grid)s
     %(extrapolate)s
     %(keep_observed)s"""

@@ -20,6 +20,8 @@ curve and tokens as rows of their own (:class:`fdaimpute.nn.RegularizerContext`)
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from fdaimpute._core.multivariate_frames import covariate_names
@@ -39,7 +41,8 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
         id, time, variable, value). With ``covariates``, a long frame is read
         with those columns (a frame of one variable, columns id, time and
         value, becomes one variable with covariates). A fit on one variable
-        keeps ``warm_start``; a fit on several starts afresh. A fit that
+        keeps ``warm_start``; a fit on several (or with covariates) starts
+        afresh, with a warning where ``warm_start`` asked otherwise. A fit that
         raises leaves the estimator unfitted.
 
         Parameters
@@ -55,6 +58,14 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
             The fitted imputer.
         """
         if self._holds_variables(X):
+            if self.warm_start and hasattr(self, "module_"):
+                warnings.warn(
+                    f"{type(self).__name__}: warm_start continues a fit on one "
+                    "variable without covariates only; this fit on several "
+                    "variables (or with covariates) starts afresh",
+                    UserWarning,
+                    stacklevel=2,
+                )
             return super().fit(X, y)
         if self._several():  # a network of several variables cannot go on
             self._clear_fitted()

@@ -832,9 +832,14 @@ class Trainer:
 
     def _diverged(self, epoch):
         if self.best_state is None:
+            clipping = (
+                f"clip gradients harder (clip_grad={self.clip_grad})"
+                if self.clip_grad
+                else "clip gradients (clip_grad)"
+            )
             raise FloatingPointError(
                 f"the training loss became non-finite in epoch {epoch} before any "
-                "finite epoch; lower lr, enable gradient clipping or check the data"
+                f"finite epoch; lower lr, {clipping} or check the data"
             )
         warnings.warn(
             f"the loss became non-finite in epoch {epoch}; training stopped and the "
