@@ -37,6 +37,7 @@ import numpy as np
 from scipy import sparse
 from scipy.interpolate import PchipInterpolator
 
+from fdaimpute._core.coerce import first_non_numeric
 from fdaimpute._core.ids import missing_mask, subject_label
 from fdaimpute._fpca.folds import N_FOLDS
 from fdaimpute._numerics.interpolate import spline_columns
@@ -234,7 +235,7 @@ class CovariateDesign:
             who = _label(ids)
             if code["kind"] == "numeric":
                 if not _is_numeric(column):
-                    i = _first_not_number(column)
+                    i = first_non_numeric(column)
                     raise ValueError(
                         f"{who(i)}: covariate {name!r} was numeric in training, "
                         f"got {column[i]!r}; convert the column to numbers (e.g. "
@@ -287,16 +288,6 @@ class CovariateDesign:
             out[name] = labels[pick]
             at += k
         return out
-
-
-def _first_not_number(column):
-    """Position of the first entry of ``column`` that is not a number (0 if none)."""
-    for i, value in enumerate(column):
-        try:
-            float(value)
-        except (TypeError, ValueError):
-            return i
-    return 0
 
 
 def _check_finite(column, name, ids):
