@@ -33,7 +33,8 @@ from fdaimpute.noise import noise_variance
 #: ``validation_fraction="auto"`` holds out this many subjects, within 10-30%.
 AUTO_VALIDATION_SUBJECTS = 50
 #: A kept network whose held-out error on the standardised values exceeds
-#: this (the training mean scores about 1) learnt nothing: fit warns.
+#: this (the training mean scores about 1) learnt nothing: fit warns (with
+#: validation subjects; without, the score is the training loss).
 UNLEARNT_ERROR = 2.0
 
 
@@ -545,7 +546,8 @@ class _NeuralImputer(
         self.module_ = module
         self.history_ = history
         self.best_epoch_ = trainer.best_epoch
-        if trainer.best_epoch >= 0 and trainer.best_loss > UNLEARNT_ERROR:
+        held_out = any(v is not None for v in trainer.history.get("valid_loss", ()))
+        if held_out and trainer.best_epoch >= 0 and trainer.best_loss > UNLEARNT_ERROR:
             warnings.warn(
                 f"{type(self).__name__}: the best epoch's held-out error is "
                 f"{trainer.best_loss:.3g} on the standardised values, where the "
