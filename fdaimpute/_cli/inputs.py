@@ -185,14 +185,14 @@ def _read_table(path, columns):
     )
 
 
-def _read_variables(path, names, layout, duplicates):
-    """The input as MultivariateIrregularData (raises ValueError or TypeError)."""
+def _read_variables(path, names, layout, duplicates, header):
+    """The input as MultivariateIrregularData (raises ValueError or TypeError);
+    ``header``: the file's columns (:func:`_header`)."""
     from fdaimpute.multivariate import MultivariateIrregularData
 
     id_name, time_name, _ = names
     variable, values, covariates = layout
     wanted = [id_name, time_name, *([variable] if variable else []), *values]
-    header = _header(path)
     roles = [("id", id_name), ("time", time_name)]
     roles += [("variable", variable)] if variable else []
     roles += [("value", v) for v in values] + [("covariate", c) for c in covariates]
@@ -228,13 +228,16 @@ def read_data(args, names=None, layout=None):
     variable = None if layout is None else layout[0]
     one_value = layout is None or len(layout[1]) == 1
     try:
+        header = _header(args.input)
         if variable is None and one_value:
-            _refuse_unnamed_variable_column(
-                args.input, (id_name, time_name, value_name)
-            )
+            _refuse_unnamed_variable_column(header, (id_name, time_name, value_name))
         if layout is not None:
             data = _read_variables(
-                args.input, (id_name, time_name, value_name), layout, args.duplicates
+                args.input,
+                (id_name, time_name, value_name),
+                layout,
+                args.duplicates,
+                header,
             )
             return _reported(data)
         read = fi.IrregularData.read_csv
@@ -263,10 +266,10 @@ VARIABLE_ADVICE = (
 )
 
 
-def _refuse_unnamed_variable_column(path, names):
-    """Raise where the input has a ``variable`` column that none of ``names``
-    (id, time, value) is, and --variable was not given."""
-    if "variable" in names or "variable" not in _header(path):
+def _refuse_unnamed_variable_column(header, names):
+    """Raise where the input's columns ``header`` hold a ``variable`` column
+    that none of ``names`` (id, time, value) is, and --variable was not given."""
+    if "variable" in names or "variable" not in header:
         return
     raise ValueError(
         "the input has a column 'variable': several variables in one table; "

@@ -143,10 +143,9 @@ def _outside_variables(curves, data, grid, time_range, values_ranges):
 
 def _warn(found, ids, grid, name):
     """The warning of :func:`warn_implausible` for what ``_outside`` found."""
-    rows, bad, part, low, high, inside = found
+    rows, _, part, low, high, inside = found
     # the farthest excursion of any subject's curve
-    excess = np.maximum(low[rows, None] - part[rows], part[rows] - high[rows, None])
-    excess = np.where(bad[rows], excess, -np.inf)
+    excess = _excess(found)
     at, col = np.unravel_index(int(np.argmax(excess)), excess.shape)
     i, col = int(rows[at]), int(col)
     others = f" and {rows.size - 1} other subject(s)" if rows.size > 1 else ""
@@ -248,10 +247,17 @@ def excursion(curves_on, data, time_range, values_range, n_grid=101):
 def _beyond(found, values_range):
     """The largest distance beyond the widened range in what ``_outside``
     found, as a share of ``values_range``."""
-    rows, _, part, low, high, _ = found
-    part = part[rows]
-    beyond = np.maximum(low[rows, None] - part, part - high[rows, None]).max()
+    beyond = _excess(found).max()
     return float(beyond / max(values_range[1] - values_range[0], np.finfo(float).tiny))
+
+
+def _excess(found):
+    """How far each offending subject's curve lies beyond its widened range
+    at each point of what ``_outside`` found (``-inf`` where it is inside)."""
+    rows, bad, part, low, high, _ = found
+    part = part[rows]
+    excess = np.maximum(low[rows, None] - part, part - high[rows, None])
+    return np.where(bad[rows], excess, -np.inf)
 
 
 def _outside(curves, values, offsets, grid, time_range, values_range):
