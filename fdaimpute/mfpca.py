@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from itertools import chain
 
 import numpy as np
 
@@ -20,6 +21,9 @@ __all__ = ["MFPCAImputer"]
 
 #: Other basis sizes and ranks tried when the chosen fit is implausible.
 _PLAUSIBLE_TRIES = 6
+#: Fewest B-splines of a basis (a surface penalised by second differences
+#: needs three).
+_SMALLEST_BASIS = 3
 
 _OPTIONS = (
     "n_basis",
@@ -70,7 +74,8 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         the other sizes (the smaller ones, below 6 one B-spline fewer at a
         time down to ``degree + 1``, and the larger ones the design sees)
         and their ranks are tried in the order of the criterion, at most
-        six, then the rank-one fits of those sizes, and the first that gives
+        six, then the rank-one fits of those sizes, then the same with
+        piecewise-linear B-splines (``degree_`` 1), and the first that gives
         none is kept (if none does, the one whose worst curve leaves the
         range least). When another size or rank is kept, ``bic_`` holds its
         BIC alone.
@@ -116,6 +121,9 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
     n_components_ : int
     n_basis_ : int
         Basis size used.
+    degree_ : int
+        Degree of the B-splines used: ``degree``, or 1 where the fall-back
+        from implausible curves (see ``n_basis``) kept piecewise-linear ones.
     loglik_ : float
         Maximised log-likelihood of the centred observations (in the data's
         units; the fit itself works on standardised data, see Notes).
@@ -229,7 +237,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         check_basis_sizes(
             "MFPCAImputer",
             {"n_basis": self.n_basis, "n_basis_mean": self.n_basis_mean},
-            max(self.degree + 1, 3),
+            max(self.degree + 1, _SMALLEST_BASIS),
             f"degree={self.degree}",
         )
         check_spread_over_time(data.time_range, "cannot fit a curve")
@@ -247,35 +255,67 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         subject (late in the range, where few are observed) gives way to the
         other sizes and ranks in the order of their criterion, at most
         ``_PLAUSIBLE_TRIES`` of them, then to the rank-one fits of the other
-        sizes, the most constrained models (see
+        sizes, then to the same ladder with piecewise-linear B-splines
+        (:meth:`_linear_refits`), the most constrained models (see
         :meth:`~fdaimpute.base.BaseImputer._refit_while_implausible`).
         """
         chosen = (self.n_basis_, self.n_components_)
         column = 0 if self.n_components == "cv" else 1
         table = {(chosen[0], k): c[column] for k, c in best.criteria.items()}
-        for size in other_sizes(chosen[0], self.degree, times):
+        table.update(
+            self._criteria(
+                data, times, values, options, other_sizes(chosen[0], self.degree, times)
+            )
+        )
+        table.pop(chosen, None)
+        refits = self._ladder(data, times, values, options, table)
+        if self.degree > 1:  # a generator: its fits are made only if reached
+            linear = self._linear_refits(data, times, values, options, chosen)
+            refits = chain(refits, linear)
+        self._refit_while_implausible(partial(self._excursion, data), refits)
+
+    def _criteria(self, data, times, values, options, sizes):
+        """``{(size, k): criterion}`` of the fits at each of ``sizes``."""
+        column = 0 if options["n_components"] == "cv" else 1
+        table = {}
+        for size in sizes:
             with one_blas_thread():
                 fit = fit_mfpca(
                     times, values, data.offsets, (0.0, 1.0), dict(options, n_basis=size)
                 )
             table.update({(size, k): c[column] for k, c in fit.criteria.items()})
-        table.pop(chosen, None)
+        return table
+
+    def _ladder(self, data, times, values, options, table):
+        """Refits of the ``(size, k)`` of ``table`` in the fall-back's order:
+        the best ``_PLAUSIBLE_TRIES`` by criterion, then the rank-one fits."""
         ranked = sorted(table, key=table.get)
         pairs = ranked[:_PLAUSIBLE_TRIES]
         pairs += [pair for pair in ranked[_PLAUSIBLE_TRIES:] if pair[1] == 1]
-        self._refit_while_implausible(
-            partial(self._excursion, data),
-            (
-                partial(
-                    self._fit_model,
-                    data,
-                    times,
-                    values,
-                    dict(options, n_basis=size, n_components=k),
-                )
-                for size, k in pairs
-            ),
-        )
+        for size, k in pairs:
+            yield partial(
+                self._fit_model,
+                data,
+                times,
+                values,
+                dict(options, n_basis=size, n_components=k),
+            )
+
+    def _linear_refits(self, data, times, values, options, chosen):
+        """The fall-back's ladder with piecewise-linear B-splines.
+
+        Where every cubic fit tried still swings outside the data for some
+        subject, it is the cubic pieces that do it: an eigenfunction fitted
+        where few subjects are observed bends back beyond their last visits
+        (90 of Blackmore's girls: every cubic size and rank took a girl seen
+        at 8, 10 and 14.9 years past the widened range by 17.9; piecewise
+        linear ones of 5 functions did not).
+        """
+        linear = dict(options, degree=1)
+        sizes = [chosen[0], *other_sizes(chosen[0], 1, times)]
+        sizes = [size for size in sizes if size >= _SMALLEST_BASIS]
+        table = self._criteria(data, times, values, linear, sizes)
+        yield from self._ladder(data, times, values, linear, table)
 
     def _fit_model(self, data, times, values, options):
         """Fit the model and its bands; set the model's attributes."""
@@ -315,4 +355,5 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         self.bic_ = {k: bic for k, (_, bic) in result.criteria.items()}
         self.n_iter_, self.converged_ = result.n_iter, result.converged
         self.n_basis_ = model.cov_knots.size - model.degree - 1
+        self.degree_ = model.degree
         return result

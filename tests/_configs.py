@@ -98,9 +98,10 @@ def pbcseq():
     return fi.IrregularData.from_long(frame, id="id", time="years", value="log_bili")
 
 
-def subsample(data, n):
-    """The stability benchmark's ``n`` subjects of ``data`` (its seed is ``n``)."""
-    rng = np.random.default_rng(n)
+def subsample(data, n, seed=None):
+    """The stability benchmark's ``n`` subjects of ``data`` (its seed is ``n``
+    for the fixed draws, ``1000 + split`` for those drawn afresh)."""
+    rng = np.random.default_rng(n if seed is None else seed)
     return data.take(np.sort(rng.choice(len(data), n, replace=False)))
 
 

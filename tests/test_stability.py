@@ -650,3 +650,46 @@ def test_face_gives_way_to_fewer_components_when_a_curve_is_absurd():
     assert not face._excursion(visible)
     assert face.n_components_ == 1 < chosen.n_components_
     assert chosen._excursion(visible)
+
+
+def test_mfpca_falls_back_to_piecewise_linear_splines_last():
+    # 90 of Blackmore's girls drawn for the resampled benchmark's split 11: a
+    # girl seen at 8, 10 and 14.9 years (29.96 hours at the last) is taken
+    # below the widened range by 17.9 by every cubic basis size and rank the
+    # fall-back tries (the least of them to -22.3, the bound is -15.0); the
+    # piecewise-linear fits come last and one of them keeps every curve inside.
+    small = _subsample(_blackmore(), 90, seed=1011)
+    visible, _, _ = split_held_out(small, 0.2, min_keep=2, random_state=11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cubic = fi.MFPCAImputer(n_basis=5, n_components=1).fit(visible)
+        default = fi.MFPCAImputer().fit(visible)
+    assert cubic._excursion(visible) > 0
+    assert default.degree_ == 1
+    assert default._excursion(visible) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no implausible-curve warning
+        curves = default.transform(visible)
+    assert _plausible(curves, visible.values)
+
+
+def test_mfpca_linear_rung_only_after_every_cubic_fit(monkeypatch):
+    # the piecewise-linear fits are reached (and their criteria computed) only
+    # once every cubic size and rank of the ladder has drawn an implausible
+    # curve, and a fit asked for with degree=1 has no further rung
+    visible, _, _ = split_held_out(_blackmore(), 0.2, min_keep=2, random_state=0)
+    degrees = []
+
+    def excursion(self, data):
+        degrees.append(self.degree_)
+        return 1.0 if self.degree_ > 1 else 0.0
+
+    monkeypatch.setattr(fi.MFPCAImputer, "_excursion", excursion)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = fi.MFPCAImputer().fit(visible)
+        linear = fi.MFPCAImputer(degree=1).fit(visible)
+    assert fitted.degree_ == 1
+    first_linear = degrees.index(1)
+    assert set(degrees[:first_linear]) == {3} and first_linear > 1
+    assert linear.degree_ == 1
