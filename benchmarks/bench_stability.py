@@ -325,7 +325,8 @@ def coverage_lines(outside, n_cells):
             f"  - {name} {method} {label}: {value:.3f}, 95% interval "
             f"{ci.low:.3f}-{ci.high:.3f} on {distinct} distinct observations"
             f"{' (excludes the target)' if apart else ''}; a band covering "
-            f"exactly 95% falls outside on so many {chance:.0%} of the time"
+            f"exactly 95% lands outside {lo:.2f}-{hi:.2f} on {distinct} "
+            f"observations {chance:.0%} of the time"
         )
     if outside:
         lines.append(
