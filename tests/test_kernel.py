@@ -1,4 +1,5 @@
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -308,3 +309,66 @@ def test_bands_are_zero_on_noise_free_lines_and_scale_with_the_values():
         rtol=1e-5,
     )
     assert ten.noise_variance_ == pytest.approx(100.0 * one.noise_variance_, rel=1e-5)
+
+
+def _blackmore():
+    frame = pd.read_csv(Path(__file__).resolve().parent / "data" / "Blackmore.csv")
+    frame["subject"] = frame["subject"].astype(str)
+    return IrregularData.from_long(frame, id="subject", time="age", value="exercise")
+
+
+def _slope_of_curves(imp, data, grid):
+    """Slope of ``transform``'s curves by central differences on a fine grid."""
+    step = 1e-4
+    up = np.asarray(imp.transform(data, grid=grid + step))
+    down = np.asarray(imp.transform(data, grid=grid - step))
+    return (up - down) / (2 * step)
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"selection": "subject"}, {"bandwidth": 2.0, "shrinkage": 0.0}]
+)
+def test_derivative_is_the_slope_of_the_returned_curve(params):
+    # 80 of Blackmore's girls: the local slope b(s) of the per-subject fits
+    # differed from the slope of the curve a(s) by 95% of it (opposite signs
+    # in 15% of the grid cells); derivative is now the curve's own slope
+    data = _blackmore().take(np.arange(80))
+    imp = KernelImputer(**params).fit(data)
+    lo, hi = imp.time_range_
+    grid = np.linspace(lo + 0.01, hi - 0.01, 57)
+    deriv = np.asarray(imp.derivative(data, grid=grid))
+    slope = _slope_of_curves(imp, data, grid)
+    scale = np.abs(slope).max(axis=1, keepdims=True)
+    assert np.max(np.abs(deriv - slope) / scale) < 1e-3
+
+
+def test_epanechnikov_derivative_integrates_to_the_curve():
+    # with a kernel of bounded support the curve's slope jumps where a point
+    # meets a window's edge, so compare the derivative's integral with the
+    # curve's change over the range
+    data = _blackmore().take(np.arange(80))
+    imp = KernelImputer(kernel="epanechnikov").fit(data)
+    grid = np.linspace(*imp.time_range_, 4001)
+    curves = np.asarray(imp.transform(data, grid=grid))
+    deriv = np.asarray(imp.derivative(data, grid=grid))
+    change = curves[:, -1] - curves[:, 0]
+    integral = np.trapezoid(deriv, grid, axis=1)
+    spread = np.ptp(curves, axis=1)
+    assert np.max(np.abs(integral - change) / spread) < 1e-3
+
+
+def test_derivative_is_the_slope_of_each_variables_curve():
+    # several variables, one of them never observed for some subjects (their
+    # curve is that variable's pooled mean, and its slope the mean's)
+    sim = fi.simulate.multivariate_gaussian(n=60, random_state=2)
+    data = sim.train.data
+    imp = KernelImputer().fit(data)
+    frame = data.to_long()
+    lost = (frame["variable"] == "x1") & frame["id"].isin(data.ids[:10])
+    part = fi.MultivariateIrregularData.from_long(frame[~lost])
+    lo, hi = imp.time_range_
+    grid = np.linspace(lo + 0.01, hi - 0.01, 31)
+    deriv = np.asarray(imp.derivative(part, grid=grid))
+    slope = _slope_of_curves(imp, part, grid)
+    scale = np.abs(slope).max()
+    assert np.max(np.abs(deriv - slope)) / scale < 1e-3
