@@ -11,6 +11,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from fdaimpute._core.columns import column_labels
 from fdaimpute._core.fitting import fit_from_scratch
 from fdaimpute._core.multivariate_frames import covariate_names
 from fdaimpute._core.params import (
@@ -919,9 +920,7 @@ class MultivariatePACEImputer(BaseImputer):
     # ------------------------------------------------------------------ #
     # imputation
     def _columns(self, grid):
-        return np.concatenate(
-            [[f"{v}:t={t:.10g}" for t in grid] for v in self.variables_]
-        ).astype(object)
+        return column_labels(grid, self.variables_)
 
     def get_feature_names_out(self, input_features=None):
         """Output column names ``"<variable>:t=<time>"``, variable-major."""

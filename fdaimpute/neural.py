@@ -235,12 +235,14 @@ class SANDImputer(NeuralVariablesMixin, _NeuralImputer):
     :class:`~fdaimpute.nn.SANDLayer`).
 
     Off-grid times (``predict_at``, other grids): SAND's curve between two
-    grid points is the integral of the linear interpolation of ``D~``, a
-    C1 piecewise quadratic that matches the trapezoidal integral at the
-    grid points; the same rule gives the loss at off-grid observation times
+    grid points is the cubic with the values and derivatives of both (cubic
+    Hermite interpolation): for SAND's own output, built by the trapezoidal
+    rule, the integral of the linear interpolation of ``D~``, a C1
+    piecewise quadratic; mixed with a base, it still passes through every
+    grid value. The same rule gives the loss at off-grid observation times
     during training. With ``anchors="two-sided"`` it is interpolated
-    linearly instead. ``derivative`` returns ``D~`` (in data units,
-    interpolated linearly between grid points).
+    linearly instead. ``derivative`` returns ``D~`` on the grid (in data
+    units) and the slope of that curve between grid points.
 
     ``transform(X, return_std=True)`` gives the pointwise SD of the
     imputation error from an error model fitted after training on the

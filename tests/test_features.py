@@ -128,3 +128,21 @@ def test_encoder_features_pool_each_subject_alone(cls, sim):
     alone = np.vstack([extractor.transform(test[[i]]).to_numpy() for i in range(7)])
     assert_allclose(frame.to_numpy(), alone, rtol=1e-5, atol=1e-6)
     assert np.ptp(frame.to_numpy(), axis=0).max() > 0
+
+
+def test_output_columns_are_distinct_for_close_times_in_large_units():
+    # times in Unix seconds a quarter second apart: ten significant digits
+    # gave 19 grid times 5 labels, so out["t=1700000000"] held 3 columns
+    from fdaimpute._core.columns import column_labels
+
+    grid = 1.7e9 + np.arange(19) * 0.25
+    subjects = [(grid[::2], np.sin(np.arange(10.0)) + k) for k in range(6)]
+    imp = fi.KernelImputer(grid=grid).set_output(transform="pandas")
+    out = imp.fit_transform(subjects)
+    names = imp.get_feature_names_out()
+    assert len(set(out.columns)) == grid.size
+    assert list(out.columns) == list(names)
+    several = column_labels(grid, ["a", "b"])
+    assert len(set(several)) == 2 * grid.size
+    # ordinary grids keep their labels
+    assert list(column_labels(np.array([0.0, 0.5, 1.0]))) == ["t=0", "t=0.5", "t=1"]

@@ -461,3 +461,48 @@ def test_cuda_fit_and_cpu_reload(sim, tmp_path):
     cpu = pickle.loads(pickle.dumps(loaded))
     assert cpu.device_.type == "cpu"
     assert_allclose(cpu.transform(sim.test.data), expected, atol=1e-3)
+
+
+def test_sand_with_its_base_gives_one_value_per_time(sim):
+    # with a PACE base the curve on the model's grid mixes the base's values
+    # and exact derivatives, which the quadratic read off the grid did not
+    # reproduce: the same time gave values 1.4e-3 apart through transform's
+    # grid, another grid and predict_at, and derivative was 1.4% off the
+    # slope of the curve
+    imp = SANDImputer(**dict(SAND_TINY, base="auto")).fit(sim.train.data)
+    X = sim.test.data
+    grid = imp.grid_
+    on_grid = np.asarray(imp.transform(X))
+    pick = [0, 37, 50, 100]
+    other = np.asarray(imp.transform(X, grid=np.insert(grid[pick], 3, 0.505)))
+    np.testing.assert_allclose(
+        np.delete(other, 3, axis=1), on_grid[:, pick], rtol=0, atol=1e-10
+    )
+    at = np.asarray(imp.predict_at(X, grid[pick]))
+    np.testing.assert_allclose(at, on_grid[:, pick], rtol=0, atol=1e-10)
+    fine = np.linspace(0.0, 1.0, 2001)
+    curves = np.asarray(imp.transform(X, grid=fine))
+    deriv = np.asarray(imp.derivative(X, grid=fine))
+    slope = np.gradient(curves, fine, axis=1)
+    gap = np.linalg.norm(deriv - slope) / np.linalg.norm(slope)
+    assert gap < 1e-3
+
+
+def test_vt_derivative_beyond_the_range_is_the_slope_of_its_line(sim):
+    # beyond the grid a VT's curve goes on along its end segments; its
+    # derivative there went on changing (the finite differences' line)
+    imp = VTImputer(**dict(TINY, extrapolate=True)).fit(sim.train.data)
+    X = sim.test.data
+    lo, hi = imp.time_range_
+    width = hi - lo
+    outside = np.array(
+        [lo - 0.5 * width, lo - 0.2 * width, hi + 0.2 * width, hi + 0.5 * width]
+    )
+    curves = np.asarray(imp.transform(X, grid=outside))
+    deriv = np.asarray(imp.derivative(X, grid=outside))
+    left = (curves[:, 1] - curves[:, 0]) / (outside[1] - outside[0])
+    right = (curves[:, 3] - curves[:, 2]) / (outside[3] - outside[2])
+    np.testing.assert_allclose(deriv[:, 0], left, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(deriv[:, 1], left, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(deriv[:, 2], right, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(deriv[:, 3], right, rtol=1e-8, atol=1e-10)

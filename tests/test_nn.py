@@ -171,6 +171,72 @@ def test_numpy_and_torch_interpolations_agree(seed):
     )
 
 
+def test_c1_interpolation_passes_through_knots_and_is_the_sand_quadratic():
+    # cubic Hermite between knots: the knots' values whatever the slopes (a
+    # kept base's curve and its exact derivative are not a trapezoidal pair:
+    # the quadratic from the left knot missed the right knot's value by 1e-3
+    # on the SAND paper's process), cubics exactly, and on a trapezoidal pair
+    # (SAND's own curves) the quadratic of a linear slope, ends included
+    from scipy.integrate import cumulative_trapezoid
+
+    from fdaimpute._numerics.interpolate import interpolate_c1_rows
+
+    rng = np.random.default_rng(0)
+    grid = np.cumsum(rng.uniform(0.05, 0.3, 12))
+    n, m = 3, grid.size
+    values, deriv = rng.normal(size=(n, m)), rng.normal(size=(n, m))
+    knots = np.tile(grid, n)
+    np.testing.assert_allclose(
+        interpolate_c1_rows(values, deriv, grid, knots, np.full(n, m)),
+        values.ravel(),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    cubic = np.polynomial.Polynomial([0.3, -1.0, 2.0, -0.7])
+    times = np.linspace(grid[0], grid[-1], 301)
+    one = np.ones(1, dtype=int) * times.size
+    np.testing.assert_allclose(
+        interpolate_c1_rows(
+            cubic(grid)[None], cubic.deriv()(grid)[None], grid, times, one
+        ),
+        cubic(times),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    slope = rng.normal(size=m)
+    trapezoid = np.concatenate(
+        [[0.4], 0.4 + np.cumsum(np.diff(grid) * (slope[1:] + slope[:-1]) / 2)]
+    )
+    wide = np.linspace(grid[0] - 0.5, grid[-1] + 0.5, 401)
+    count = np.array([wide.size])
+    got = interpolate_c1_rows(trapezoid[None], slope[None], grid, wide, count)
+    fine = np.linspace(grid[0] - 0.5, grid[-1] + 0.5, 40001)
+    linear_slope = np.interp(fine, grid, slope)
+    # np.interp is constant beyond the ends: extend the end segments' slopes
+    left, right = fine < grid[0], fine > grid[-1]
+    linear_slope[left] = slope[0] + (slope[1] - slope[0]) / (grid[1] - grid[0]) * (
+        fine[left] - grid[0]
+    )
+    linear_slope[right] = slope[-1] + (slope[-1] - slope[-2]) / (
+        grid[-1] - grid[-2]
+    ) * (fine[right] - grid[-1])
+    integral = cumulative_trapezoid(linear_slope, fine, initial=0.0)
+    integral += 0.4 - np.interp(grid[0], fine, integral)
+    np.testing.assert_allclose(got, np.interp(wide, fine, integral), atol=1e-6)
+    # its derivative is the slope of the curve
+    step = 1e-6
+    up = interpolate_c1_rows(
+        values, deriv, grid, np.tile(wide + step, n), np.full(n, wide.size)
+    )
+    down = interpolate_c1_rows(
+        values, deriv, grid, np.tile(wide - step, n), np.full(n, wide.size)
+    )
+    slopes = interpolate_c1_rows(
+        values, deriv, grid, np.tile(wide, n), np.full(n, wide.size), derivative=True
+    )
+    np.testing.assert_allclose(slopes, (up - down) / (2 * step), atol=1e-6)
+
+
 # --------------------------------------------------------------------------- #
 # SAND layer
 @pytest.mark.parametrize("curve_in_scores", [False, True])

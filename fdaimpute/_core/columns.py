@@ -14,8 +14,18 @@ __all__ = ["column_labels", "curve_columns"]
 
 def column_labels(grid, variables=None):
     """``"t=<time>"`` for each grid time (``"<variable>:t=<time>"`` for each
-    variable and grid time, variable-major), as an object array."""
-    times = [f"t={t:.10g}" for t in grid]
+    variable and grid time, variable-major), as an object array.
+
+    Times are written with 10 significant digits, or with as many more as
+    it takes for distinct times to get distinct labels (times in Unix
+    seconds a quarter-second apart need 11).
+    """
+    grid = np.asarray(grid, dtype=np.float64)
+    distinct = np.unique(grid).size
+    for digits in range(10, 18):
+        times = [f"t={t:.{digits}g}" for t in grid]
+        if len(set(times)) == distinct:
+            break
     if variables is None:
         return np.asarray(times, dtype=object)
     return np.asarray([f"{v}:{t}" for v in variables for t in times], dtype=object)

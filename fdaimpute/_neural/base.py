@@ -747,16 +747,25 @@ class _NeuralImputer(
         return self._evaluate(curves, deriv, flat, counts).reshape(n, grid.size)
 
     def _slopes_on(self, curves, deriv, grid):
-        """The slopes of curves on ``model_grid_`` on ``grid`` (finite
-        differences where the model gives no derivative)."""
-        if deriv is None:
-            deriv = np.gradient(curves, self.model_grid_, axis=1)
+        """The slopes of curves on ``model_grid_`` on ``grid``.
+
+        With SAND's derivatives, the slope of the curve ``_evaluate`` gives
+        between the grid's points; without (a VT, whose curve is linear
+        between them), the finite differences of the curve, linear between
+        the grid's points and, beyond its ends, the end segments' slopes
+        (along which the curve goes on).
+        """
+        mg, n = self.model_grid_, len(curves)
         if self._on_model_grid(grid):
-            return deriv
-        n = len(curves)
-        out = interpolate_rows(
-            deriv, self.model_grid_, np.tile(grid, n), np.full(n, grid.size)
-        )
+            return np.gradient(curves, mg, axis=1) if deriv is None else deriv
+        flat, counts = np.tile(grid, n), np.full(n, grid.size)
+        if deriv is None:
+            slopes = np.gradient(curves, mg, axis=1)
+            out = interpolate_rows(slopes, mg, np.clip(flat, mg[0], mg[-1]), counts)
+        elif self._anchor_rule() == "two-sided":
+            out = interpolate_rows(deriv, mg, flat, counts)
+        else:
+            out = interpolate_c1_rows(curves, deriv, mg, flat, counts, derivative=True)
         return out.reshape(n, grid.size)
 
     def _transform_grid(self, data, grid, return_std=False):

@@ -66,17 +66,62 @@ def interpolate_rows(curves, grid, times, counts):
     return left + (offset / step) * (curves[row, pos + 1] - left)
 
 
-def interpolate_c1_rows(values, deriv, grid, times, counts):
-    """Per-row evaluation of the C1 curve whose derivative is piecewise linear.
+def c1_segment(v0, v1, d0, d1, step, u, where, derivative=False):
+    """The C1 curve of :func:`interpolate_c1_rows` on one grid interval each.
 
-    On each grid interval the curve is the quadratic that starts at
-    ``values`` with slope ``deriv`` at the left knot and whose slope moves
-    linearly to ``deriv`` at the right knot. Arguments as in
-    :func:`interpolate_rows`, with ``deriv`` of the shape of ``values``.
+    ``v0, v1`` and ``d0, d1`` are the values and slopes at the interval's
+    knots, ``step`` its length and ``u`` each time's offset from its left
+    knot; ``where`` is ``numpy.where`` or ``torch.where``, so that the
+    networks' training (torch) and the fitted imputers (NumPy) read the
+    same curve.
+    """
+    bend = (d1 - d0) / step  # the slope's change per unit time
+    s = u / step
+    if derivative:
+        inside = (
+            6 * (s * s - s) * (v0 - v1) / step
+            + (3 * s * s - 4 * s + 1) * d0
+            + (3 * s * s - 2 * s) * d1
+        )
+        before = d0 + bend * u
+        after = d1 + bend * (u - step)
+    else:
+        s2, s3 = s * s, s * s * s
+        inside = (
+            (2 * s3 - 3 * s2 + 1) * v0
+            + (s3 - 2 * s2 + s) * step * d0
+            + (3 * s2 - 2 * s3) * v1
+            + (s3 - s2) * step * d1
+        )
+        before = v0 + d0 * u + bend * u * u / 2
+        after = v1 + d1 * (u - step) + bend * (u - step) ** 2 / 2
+    return where(u < 0, before, where(u > step, after, inside))
+
+
+def interpolate_c1_rows(values, deriv, grid, times, counts, derivative=False):
+    """Per-row evaluation of the C1 curve of values and slopes known on a grid.
+
+    On each grid interval the curve is the cubic with the given values and
+    slopes at both knots (cubic Hermite interpolation), so it passes through
+    every knot's value. Where the values are the integral of the linear
+    interpolation of the slopes (SAND's curves, built by the trapezoidal
+    rule), that cubic is the quadratic whose slope moves linearly from knot
+    to knot. Beyond the grid each row continues from its end knot with the
+    end interval's linear slope (a quadratic). Arguments as in
+    :func:`interpolate_rows`, with ``deriv`` of the shape of ``values``;
+    ``derivative`` returns the curve's slope instead.
     """
     row, pos, step, u = grid_segments(grid, times, counts)
-    d0, d1 = deriv[row, pos], deriv[row, pos + 1]
-    return values[row, pos] + d0 * u + (d1 - d0) * u * u / (2 * step)
+    return c1_segment(
+        values[row, pos],
+        values[row, pos + 1],
+        deriv[row, pos],
+        deriv[row, pos + 1],
+        step,
+        u,
+        np.where,
+        derivative,
+    )
 
 
 def interpolate_shared(rows, grid, times):

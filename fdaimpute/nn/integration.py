@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from fdaimpute._numerics.interpolate import c1_segment
+
 __all__ = [
     "ANCHORS",
     "cumulative_integral",
@@ -174,12 +176,15 @@ def interpolate_linear(curve, grid, t):
 
 
 def interpolate_c1(curve, deriv, grid, t):
-    """Evaluate the C1 curve defined by grid values and a piecewise-linear derivative.
+    """Evaluate the C1 curve defined by grid values and derivatives.
 
-    On ``[s_j, s_j+1]`` the curve is ``curve_j + deriv_j u + (deriv_j+1 -
-    deriv_j) u^2 / (2 h_j)`` with ``u = t - s_j``: the integral of the
-    linear interpolation of ``deriv``. For SAND outputs (built by the
-    trapezoidal rule) this reproduces ``curve`` at the grid points.
+    On ``[s_j, s_j+1]`` the curve is the cubic with the values and
+    derivatives of both knots (cubic Hermite interpolation), so it passes
+    through ``curve`` at the grid points; for SAND outputs (built by the
+    trapezoidal rule) it is the integral of the linear interpolation of
+    ``deriv``, a quadratic. Beyond the grid it continues from the end knot
+    with the end interval's linear derivative. The same curve as
+    :func:`fdaimpute._numerics.interpolate.interpolate_c1_rows`.
 
     Parameters
     ----------
@@ -195,5 +200,12 @@ def interpolate_c1(curve, deriv, grid, t):
     Tensor of shape (B, L)
     """
     pos, step, dt = _locate(grid, t)
-    d0, d1 = deriv.gather(1, pos), deriv.gather(1, pos + 1)
-    return curve.gather(1, pos) + d0 * dt + (d1 - d0) * dt * dt / (2 * step)
+    return c1_segment(
+        curve.gather(1, pos),
+        curve.gather(1, pos + 1),
+        deriv.gather(1, pos),
+        deriv.gather(1, pos + 1),
+        step,
+        dt,
+        torch.where,
+    )
