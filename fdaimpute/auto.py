@@ -11,6 +11,7 @@ from sklearn.utils import check_random_state
 
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.params import RANDOM_STATE, Interval, Options, validate_params
+from fdaimpute._core.state import check_number
 from fdaimpute._fpca.folds import heldout_folds, ragged_subset
 from fdaimpute.base import BaseImputer
 from fdaimpute.data import IrregularData
@@ -238,6 +239,21 @@ class AutoImputer(BaseImputer):
         self.method_ = max(weights, key=weights.get)
         self.estimator_ = self.estimators_[self.method_]
         self.mean_ = sum(w * self.estimators_[k].mean_ for k, w in weights.items())
+
+    def _check_state(self):
+        super()._check_state()
+        if not hasattr(self, "grid_"):
+            return
+        names = set(self.estimators_)
+        if set(self.weights_) != names or self.method_ not in names:
+            raise ValueError(
+                "weights_, estimators_ and method_ do not name the same candidates"
+            )
+        for name, weight in self.weights_.items():
+            check_number(weight, f"weights_[{name!r}]")
+        total = sum(self.weights_.values())
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"weights_ sum to {total!r}, not 1")
 
     def _weigh(self, scores, residuals, owner, val, names):
         """The weights of the candidates in ``scores`` (name -> weight)."""

@@ -10,14 +10,15 @@ from fdaimpute._core.coerce import check_not_datetime
 from fdaimpute._core.fitting import fit_from_scratch
 from fdaimpute._core.input import InputMixin
 from fdaimpute._core.output import OutputMixin
-from fdaimpute._core.params import Boolean
+from fdaimpute._core.params import Boolean, validate_params
 from fdaimpute._core.plausible import (
     excursion,
     warn_implausible,
     warn_implausible_variables,
 )
 from fdaimpute._core.query import QueryMixin, _is_ragged
-from fdaimpute._core.validation import check_extrapolate
+from fdaimpute._core.state import check_array, check_nested, check_number, check_range
+from fdaimpute._core.validation import check_extrapolate, check_grid
 from fdaimpute._numerics.interpolate import interpolate_rows
 
 __all__ = ["BaseImputer"]
@@ -461,6 +462,39 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
 
         save(self, path, allow_pickle=allow_pickle)
 
+    def _check_state(self):
+        """Check the parameters and fitted attributes of a loaded imputer.
+
+        :func:`fdaimpute.persistence.load` calls it on every imputer a model
+        file of data holds, so that an edited file is refused when it is
+        read rather than failing, or giving other curves, later. This checks
+        what every imputer has: the parameters (as ``fit`` does), then, if
+        fitted, ``grid_``, ``time_range_``, the value ranges, ``mean_`` and
+        ``n_subjects_fit_``, and every imputer held in an attribute.
+        Overrides add the relations of their own fitted model.
+
+        Raises
+        ------
+        ValueError, TypeError
+            Saying which parameter or attribute is wrong, and how.
+        """
+        validate_params(self)
+        self._extrapolation()
+        for name, value in vars(self).items():
+            check_nested(value, name)
+        if not hasattr(self, "grid_"):
+            return
+        check_grid(check_array(self.grid_, "grid_", (None,)), "grid_")
+        check_range(self.time_range_, "time_range_")
+        check_number(self.n_subjects_fit_, "n_subjects_fit_", integer=True)
+        if hasattr(self, "value_ranges_"):
+            for j, value_range in enumerate(self.value_ranges_):
+                check_range(value_range, f"value_ranges_[{j}]")
+        else:
+            check_range(self.value_range_, "value_range_")
+        n_variables = len(getattr(self, "variables_", [None]))
+        check_array(self.mean_, "mean_", (n_variables * self.grid_.size,))
+
     @classmethod
     def load(cls, path, *, allow_pickle=False):
         """Read an imputer written by :meth:`save`.
@@ -486,8 +520,9 @@ class BaseImputer(InputMixin, QueryMixin, OutputMixin, TransformerMixin, BaseEst
         ------
         ValueError
             If the file is not an fdaimpute model, is in another format
-            version, is truncated or corrupted, or holds a pickle and
-            ``allow_pickle`` is False.
+            version, is truncated or corrupted (a digest that does not
+            match, or a model whose parameters or fitted values do not hold
+            together), or holds a pickle and ``allow_pickle`` is False.
         TypeError
             If the file holds another class.
 

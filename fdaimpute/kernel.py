@@ -10,6 +10,7 @@ from sklearn.base import clone
 from fdaimpute._core.docstrings import shared_docs
 from fdaimpute._core.noise_at import NoiseAtMixin
 from fdaimpute._core.params import Interval, Options
+from fdaimpute._core.state import check_array, check_number
 from fdaimpute._core.validation import check_spread_over_time
 from fdaimpute._fpca.heldout import band_profile
 from fdaimpute._numerics.local_linear import (
@@ -233,6 +234,26 @@ class KernelImputer(NoiseAtMixin, SeveralVariablesMixin, BaseImputer):
         self.bandwidth_, self.shrinkage_ = self._select(data, pooled=True)
         self._bands = self._fit_bands(data)
         self.noise_variance_ = float(np.mean(self._bands.noise_at(data.times)))
+
+    def _check_state(self):
+        super()._check_state()
+        if not hasattr(self, "grid_"):
+            return
+        if self._several():
+            p = len(self.variables_)
+            if len(self.variable_imputers_) != p:
+                raise ValueError(f"variable_imputers_ does not hold {p} imputers")
+            check_array(self.noise_variance_, "noise_variance_", (p,), nonnegative=True)
+            return
+        for name in ("mean_bandwidth_", "bandwidth_"):
+            check_number(getattr(self, name), name, positive=True)
+        check_number(self.shrinkage_, "shrinkage_")
+        check_number(self.noise_variance_, "noise_variance_")
+        check_array(self._candidates, "_candidates", (None,), nonnegative=True)
+        n = check_array(self._mean_bins[0], "_mean_bins[0]", (None,)).size
+        check_array(self._mean_bins[1], "_mean_bins[1]", (n,), nonnegative=True)
+        check_array(self._mean_bins[2], "_mean_bins[2]", (n,))
+        self._bands.check("_bands")
 
     def _fit_bands(self, data):
         """The bands' variance model, fitted on the leave-one-out residuals."""

@@ -23,6 +23,7 @@ from fdaimpute._core.params import (
     Pair,
 )
 from fdaimpute._core.plausible import excursion_variables
+from fdaimpute._core.state import check_array, check_components
 from fdaimpute._fpca.covariates import (
     SUPPORT_REACH,
     CovariateDesign,
@@ -414,6 +415,21 @@ class MultivariatePACEImputer(BaseImputer):
         return fit_from_scratch(
             self, X, lambda X: self._validate_input(X, reset=True), self._fit_joint
         )
+
+    def _check_state(self):
+        super()._check_state()
+        if not hasattr(self, "grid_"):
+            return
+        p = len(self.variables_)
+        for name in ("univariate_", "work_grids_"):
+            if len(getattr(self, name)) != p:
+                raise ValueError(f"{name} does not have {p} items, one a variable")
+        if self._model.n_variables != p:
+            raise ValueError(f"_model does not have {p} variables")
+        self._model.check("_model")
+        check_components(self, self._model.n_components)
+        check_array(self.scales_, "scales_", (p,), nonnegative=True)
+        check_array(self.noise_variance_, "noise_variance_", (p,), nonnegative=True)
 
     def _fit_joint(self, data):
         with one_blas_thread():

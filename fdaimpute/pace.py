@@ -17,6 +17,7 @@ from fdaimpute._core.params import (
     Pair,
     validate_params,
 )
+from fdaimpute._core.state import check_array, check_components, check_number
 from fdaimpute._core.timing import phase, recording
 from fdaimpute._core.validation import check_times_in_range, resolve_grid
 from fdaimpute._fpca.conditional import ConditionalScorePredictor
@@ -701,6 +702,21 @@ default="cv"
             self._numerics, self._model = _fit.model_from_pickled_state(
                 self.__dict__, params
             )
+
+    def _check_state(self):
+        super()._check_state()
+        if not hasattr(self, "grid_"):
+            return
+        model = self._model
+        model.check("_model")
+        g, k = model.eigenfunctions.shape
+        check_components(self, k)
+        check_array(self.eigenfunctions_, "eigenfunctions_", (g, k))
+        for name in ("work_grid_", "mean_work_"):
+            check_array(getattr(self, name), name, (g,))
+        check_array(self._numerics.work_grid, "_numerics.work_grid", (g,))
+        check_number(self.noise_variance_, "noise_variance_")
+        check_number(self.predictor_noise_variance_, "predictor_noise_variance_")
 
     # ------------------------------------------------------------------ #
     # the fitted model's pieces, for ConditionalScorePredictor

@@ -24,6 +24,10 @@ A model file is, in order:
      loaded);
    - ``payload_bytes`` (int) and ``payload_sha256`` (hex str): length and
      SHA-256 digest of the payload;
+   - ``header_sha256`` (hex str): SHA-256 digest of the rest of the header
+     (every key but this one) as canonical JSON (:func:`header_digest`): it
+     covers the model tree, with the fitted numbers it holds, and through
+     ``payload_sha256`` the payload too;
 
 4. the payload: the arrays and tensors in the safetensors format (or, for
    ``"pickle"``, the pickled estimator).
@@ -35,10 +39,19 @@ hold (a ``RandomState``, a user's own regularizer or imputer subclass) is
 refused by :func:`save` with a message saying what to change.
 
 :func:`load` reads the magic, then the header (at most
-:data:`MAX_HEADER_BYTES`), then exactly the payload the header declares,
-checking its length and digest, so a foreign, truncated or corrupted file
-raises a :class:`ValueError` that says which, before the rest of it is
-read; a model of another class raises a :class:`TypeError`.
+:data:`MAX_HEADER_BYTES`), checking its digest, then exactly the payload
+the header declares, checking its length and digest, so a foreign,
+truncated or corrupted file raises a :class:`ValueError` that says which,
+before the rest of it is read; a model of another class raises a
+:class:`TypeError`. It then checks the model it built, since a file edited
+with its digests recomputed can hold values no fit gives: every array
+saved as finite floats must still be, the parameters must be valid and the
+fitted attributes consistent (``BaseImputer._check_state``: the
+eigenfunctions' shape against the grid and ``n_components_``, eigenvalues
+and variances ``>= 0``, ...); the :class:`ValueError` says what is wrong.
+
+Files of format version 2 (before the header digest) still load, their
+payload's digest checked.
 
 .. warning::
    ``allow_pickle=True`` lets :func:`load` unpickle a ``"pickle"`` file,
@@ -63,6 +76,8 @@ __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
     "MAX_HEADER_BYTES",
+    "READ_VERSIONS",
+    "header_digest",
     "load",
     "read_header",
     "save",
@@ -70,8 +85,10 @@ __all__ = [
 
 #: First bytes of every model file.
 MAGIC = b"FDAIMPUTE-MODEL\n"
-#: Layout version written by :func:`save`; :func:`load` reads only this one.
-FORMAT_VERSION = 2
+#: Layout version written by :func:`save`.
+FORMAT_VERSION = 3
+#: Layout versions :func:`load` reads: 2 lacks ``header_sha256``.
+READ_VERSIONS = (2, 3)
 #: Largest header :func:`load` reads (a header is kilobytes; training
 #: histories of many epochs make it longer).
 MAX_HEADER_BYTES = 64 << 20
@@ -94,6 +111,36 @@ def _versions():
         "sklearn": sklearn.__version__,
         "torch": None if torch is None else str(torch.__version__),
     }
+
+
+def header_digest(header):
+    """The ``header_sha256`` of a model file's header.
+
+    Parameters
+    ----------
+    header : dict
+        The header, as JSON values; a ``header_sha256`` key is left out.
+
+    Returns
+    -------
+    str
+        The hex SHA-256 digest of the rest of the header as canonical JSON:
+        ``json.dumps(rest, sort_keys=True, separators=(",", ":"),
+        ensure_ascii=True, allow_nan=False)`` encoded as ASCII. Any change
+        of a value, key or the nesting changes it; the header's own
+        whitespace and key order do not.
+
+    Raises
+    ------
+    ValueError
+        If the header holds a number JSON cannot write (an infinity read
+        from an out-of-range literal).
+    """
+    rest = {k: v for k, v in header.items() if k != "header_sha256"}
+    text = json.dumps(
+        rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def _payload(estimator, allow_pickle):
@@ -177,6 +224,7 @@ def save(estimator, path, *, allow_pickle=False, metadata=None, overwrite=True):
     }
     if tree is not None:
         header["model"] = tree
+    header["header_sha256"] = header_digest(header)
     head = json.dumps(header, allow_nan=False).encode("utf-8")
     atomic_write(path, [MAGIC, _LENGTH.pack(len(head)), head, payload], overwrite)
 
@@ -200,12 +248,17 @@ def _check_header(header, path):
     if not isinstance(header, dict) or "format_version" not in header:
         raise ValueError(f"{path} is corrupted: the header has no format_version")
     version = header["format_version"]
-    if version != FORMAT_VERSION:
+    if type(version) is not int:
+        raise ValueError(f"{path} is corrupted: format_version is {version!r}")
+    if version not in READ_VERSIONS:
         raise ValueError(
-            f"{path} is in fdaimpute model format version {version!r} (written by "
+            f"{path} is in fdaimpute model format version {version} (written by "
             f"fdaimpute {header.get('fdaimpute', '?')}); this fdaimpute "
-            f"({_versions()['fdaimpute']}) reads version {FORMAT_VERSION} only"
+            f"({_versions()['fdaimpute']}) reads versions "
+            f"{', '.join(map(str, READ_VERSIONS))} only"
         )
+    if version >= 3:
+        _check_header_digest(header, path)
     missing = {"class", "encoding", "payload_bytes", "payload_sha256"} - set(header)
     if missing:
         raise ValueError(f"{path} is corrupted: the header lacks {sorted(missing)}")
@@ -220,6 +273,18 @@ def _check_header(header, path):
         raise ValueError(f"{path} is corrupted: the header has no model")
     if not isinstance(header["class"], str):
         raise ValueError(f"{path} is corrupted: class is {header['class']!r}")
+
+
+def _check_header_digest(header, path):
+    try:
+        digest = header_digest(header)
+    except ValueError:
+        digest = None
+    if header.get("header_sha256") != digest:
+        raise ValueError(
+            f"{path} is corrupted: the header's SHA-256 digest does not match "
+            "its content"
+        )
 
 
 def _read_header(fh, path):
@@ -352,8 +417,9 @@ def load(path, cls=None, *, allow_pickle=False):
     ------
     ValueError
         If the file is not an fdaimpute model, has another format version,
-        is truncated or corrupted, or holds a pickle and ``allow_pickle``
-        is False.
+        is truncated or corrupted (a digest that does not match, or a model
+        whose parameters or fitted values do not hold together), or holds a
+        pickle and ``allow_pickle`` is False.
     TypeError
         If the file holds an instance of another class than ``cls``.
     """
@@ -420,4 +486,14 @@ def _decode(header, payload, shown):
             f"{shown} is corrupted: its header says {header['class']}, its model "
             f"is a {type(obj).__name__}"
         )
+    fitted = hasattr(obj, "grid_")
+    if header.get("fitted", fitted) != fitted:
+        raise ValueError(
+            f"{shown} is corrupted: its header says fitted={header['fitted']!r}, "
+            f"its model is {'' if fitted else 'not '}fitted"
+        )
+    try:
+        obj._check_state()
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+        raise ValueError(f"{shown} is corrupted: {exc}") from None
     return obj

@@ -6,7 +6,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 import fdaimpute as fi
 from fdaimpute._cli.params import parse_value
 from fdaimpute.cli import main
-from fdaimpute.persistence import load
+from fdaimpute.persistence import FORMAT_VERSION, load
 
 
 @pytest.fixture
@@ -421,7 +421,8 @@ def test_bad_models_and_misused_flags_are_reported(long_csv, tmp_path):
     bad.write_bytes(bytes(blob))
     with pytest.raises(SystemExit, match="corrupted"):
         main([*impute, str(bad)])
-    other = good.read_bytes().replace(b'"format_version": 2', b'"format_version": 9', 1)
+    version = f'"format_version": {FORMAT_VERSION}'.encode()
+    other = good.read_bytes().replace(version, b'"format_version": 9', 1)
     later = tmp_path / "later.fdai"
     later.write_bytes(other)
     with pytest.raises(SystemExit, match="format version 9"):

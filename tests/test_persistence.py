@@ -5,8 +5,10 @@ import io
 import json
 import os
 import pickle
+import re
 import struct
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +132,7 @@ def test_save_load_gives_bit_identical_outputs(fitted, sim, tmp_path, name):
     assert header["encoding"] == "data"
     assert header["model"]["class"] == type(est).__name__
     assert header["format_version"] == FORMAT_VERSION
+    assert header["header_sha256"] == _header_digest(header)
     assert header["fitted"] is True
     assert header["fdaimpute"] == fi.__version__
     if name in NEURAL:
@@ -161,11 +164,14 @@ def test_load_refuses_another_class_before_reading_the_payload(
     def forbidden(*args, **kwargs):
         raise AssertionError("read the payload of a file of the wrong class")
 
-    monkeypatch.setattr(persistence.hashlib, "sha256", forbidden)
     monkeypatch.setattr(persistence, "_decode", forbidden)
     monkeypatch.setattr(persistence.pickle, "loads", forbidden)
+    counted = _counting_open(
+        monkeypatch, limit=_payload_start(kernel_file.read_bytes())
+    )
     with pytest.raises(TypeError, match="holds a KernelImputer, not a PACEImputer"):
         fi.PACEImputer.load(kernel_file)
+    assert counted["bytes"] == _payload_start(kernel_file.read_bytes())
 
 
 def test_wrong_magic_is_not_a_model(fitted, tmp_path):
@@ -188,7 +194,18 @@ def _split_file(blob):
     return json.loads(blob[start : start + length]), blob[start + length :]
 
 
-def _join_file(header, payload):
+def _header_digest(header):
+    """``header_sha256`` as the format's description defines it."""
+    rest = {k: v for k, v in header.items() if k != "header_sha256"}
+    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def _join_file(header, payload, seal=True):
+    """A model file of ``header`` and ``payload``; ``seal``: with the header's
+    digest recomputed, as whoever edits a file on purpose would."""
+    if seal:
+        header = dict(header, header_sha256=_header_digest(header))
     head = json.dumps(header).encode()
     return MAGIC + struct.pack("<Q", len(head)) + head + payload
 
@@ -206,8 +223,9 @@ def _payload_start(blob):
 
 def test_other_format_version_is_refused(kernel_file, tmp_path):
     path = tmp_path / "future.fdaimpute"
-    path.write_bytes(_with_header(kernel_file.read_bytes(), format_version=3))
-    msg = f"format version 3 .* reads version {FORMAT_VERSION} only"
+    later = FORMAT_VERSION + 1
+    path.write_bytes(_with_header(kernel_file.read_bytes(), format_version=later))
+    msg = f"format version {later} .* reads versions 2, {FORMAT_VERSION} only"
     with pytest.raises(ValueError, match=msg):
         fi.KernelImputer.load(path)
 
@@ -280,6 +298,25 @@ def test_flipped_payload_byte_is_reported(kernel_file, tmp_path, offset):
     path.write_bytes(bytes(blob))
     with pytest.raises(ValueError, match="corrupted: the payload's SHA-256"):
         fi.KernelImputer.load(path)
+
+
+@pytest.mark.parametrize(
+    "key", [b'"noise_variance": ', b'"n_components_": ', b'"bandwidth_mean_": ']
+)
+def test_changed_digit_in_the_header_is_reported(fitted, tmp_path, key):
+    # a fitted number of the model tree, still valid JSON after the change
+    path = tmp_path / "pace.fdaimpute"
+    fitted("PACE").save(path)
+    blob = bytearray(path.read_bytes())
+    i = blob.rfind(key) + len(key)
+    blob[i] = ord("9") if blob[i] != ord("9") else ord("8")
+    path.write_bytes(bytes(blob))
+    msg = "is corrupted: the header's SHA-256 digest does not match"
+    with pytest.raises(ValueError, match=msg) as info:
+        fi.PACEImputer.load(path)
+    assert str(path) in str(info.value)
+    with pytest.raises(ValueError, match=msg):
+        read_header(path)
 
 
 def test_damaged_header_is_reported(kernel_file, tmp_path):
@@ -637,3 +674,250 @@ def test_config_asking_for_a_bigger_network_than_its_weights_is_refused(
     path.write_bytes(_join_file(header, payload))
     with pytest.raises(ValueError, match="do not fit the network"):
         fi.VTImputer.load(path)
+
+
+# --------------------------------------------------------------------------- #
+# a file edited on purpose (its digests recomputed) is checked as it loads
+
+
+def _edited(path, tmp_path, edit):
+    """A copy of the model file ``path`` changed by ``edit(header, arrays)``,
+    with both digests recomputed."""
+    from safetensors.numpy import load as load_arrays
+    from safetensors.numpy import save as save_arrays
+
+    header, payload = _split_file(path.read_bytes())
+    arrays = dict(load_arrays(payload))
+    edit(header, arrays)
+    payload = save_arrays(arrays)
+    header.update(
+        payload_bytes=len(payload), payload_sha256=hashlib.sha256(payload).hexdigest()
+    )
+    out = tmp_path / "edited.fdaimpute"
+    out.write_bytes(_join_file(header, payload))
+    return out
+
+
+def _state(header, *attributes):
+    """The state of the object at ``attributes`` in the header's model tree."""
+    node = header["model"]
+    for name in attributes:
+        node = node["state"][name]
+    return node["state"]
+
+
+def _key(header, *attributes):
+    """The payload's name of the array at ``attributes`` in the model tree."""
+    *owner, name = attributes
+    return _state(header, *owner)[name]["key"]
+
+
+def _set_array(change, *attributes):
+    def edit(header, arrays):
+        key = _key(header, *attributes)
+        arrays[key] = np.ascontiguousarray(change(arrays[key]))
+
+    return edit
+
+
+def _set_value(value, *attributes):
+    def edit(header, arrays):
+        *owner, name = attributes
+        _state(header, *owner)[name] = value
+
+    return edit
+
+
+def _drop(*attributes):
+    def edit(header, arrays):
+        *owner, name = attributes
+        del _state(header, *owner)[name]
+
+    return edit
+
+
+def _nan(a):
+    return np.full_like(a, np.nan)
+
+
+def _unflagged(edit):
+    """``edit``, and no array node saying it was finite floats, as in a file
+    of format 2: the estimators' own checks find what ``edit`` did."""
+
+    def walk(node):
+        if isinstance(node, dict):
+            node.pop("finite", None)
+            node = list(node.values())
+        for value in node if isinstance(node, list) else ():
+            walk(value)
+
+    def both(header, arrays):
+        edit(header, arrays)
+        walk(header["model"])
+
+    return both
+
+
+EDITS = {
+    "eigenvalues negated": (
+        "PACE",
+        _set_array(np.negative, "_model", "eigenvalues"),
+        r"_model.eigenvalues has negative values",
+    ),
+    "grid_ cast to int": (
+        "PACE",
+        _set_array(lambda a: a.astype(np.int64), "grid_"),
+        r"PACEImputer.grid_ is an array of int64, saved as floats",
+    ),
+    "grid_ cast to int, unflagged": (
+        "PACE",
+        _unflagged(_set_array(lambda a: a.astype(np.int64), "grid_")),
+        r"grid_ is int64, not an array of floats",
+    ),
+    "eigenfunctions 3 of their columns": (
+        "PACE",
+        _set_array(lambda a: a[:, :3], "_model", "eigenfunctions"),
+        r"_model.eigenfunctions has shape \(\d+, 3\), not \(\d+, \d+\)",
+    ),
+    "eigenfunctions half of their rows": (
+        "PACE",
+        _set_array(lambda a: a[: len(a) // 2], "_model", "eigenfunctions"),
+        r"_model.eigenfunctions has shape",
+    ),
+    "eigenfunctions NaN": (
+        "PACE",
+        _set_array(_nan, "_model", "eigenfunctions"),
+        r"eigenfunctions_? holds NaN or infinite values, saved finite",
+    ),
+    "eigenfunctions NaN, unflagged": (
+        "PACE",
+        _unflagged(_set_array(_nan, "_model", "eigenfunctions")),
+        r"eigenfunctions_? holds NaN or infinite values$",
+    ),
+    "noise variance -1": (
+        "PACE",
+        _set_value(-1.0, "_model", "noise_variance"),
+        r"_model.noise_variance is -1.0, not >= 0",
+    ),
+    "n_components_ changed": (
+        "PACE",
+        _set_value(3, "n_components_"),
+        r"n_components_ is 3, but the model has \d+ components",
+    ),
+    "_model removed": ("PACE", _drop("_model"), r"no attribute '_model'"),
+    "unknown kernel": (
+        "PACE",
+        _set_value("no-such-kernel", "kernel"),
+        r"'kernel' parameter of PACEImputer must be",
+    ),
+    "FACE eigen_coef a column short": (
+        "FACE",
+        _set_array(lambda a: a[:, :-1], "_model", "eigen_coef"),
+        r"_model.eigen_coef has shape",
+    ),
+    "FACE eigenfunctions_ a row short": (
+        "FACE",
+        _set_array(lambda a: a[:-1], "eigenfunctions_"),
+        r"eigenfunctions_ has shape",
+    ),
+    "mFPCA n_components_ changed": (
+        "mFPCA",
+        _set_value(1, "n_components_"),
+        r"n_components_ is 1, but the model has \d+ components",
+    ),
+    "mFPCA spread 0": (
+        "mFPCA",
+        _set_value({"$": "tuple", "items": [0.0, 1.0, 0.0, 0.0]}, "_scale"),
+        r"_scale\[3\] is 0.0, not > 0",
+    ),
+    "Kernel bandwidth negative": (
+        "Kernel",
+        _set_value(-0.1, "bandwidth_"),
+        r"bandwidth_ is -0.1, not > 0",
+    ),
+    "Kernel mean_ a point short": (
+        "Kernel",
+        _set_array(lambda a: a[:-1], "mean_"),
+        r"mean_ has shape \(100,\), not \(101\)",
+    ),
+    "time_range_ reversed": (
+        "Kernel",
+        _set_value({"$": "tuple", "items": [1.0, 0.0]}, "time_range_"),
+        r"time_range_ is \(1.0, 0.0\): its end is before its start",
+    ),
+    "Auto weights not summing to 1": (
+        "Auto",
+        lambda header, arrays: _state(header)["weights_"]["items"].update(
+            {_state(header)["method_"]: 5.0}
+        ),
+        r"weights_ sum to .*, not 1",
+    ),
+    "Auto candidate's eigenvalues negated": (
+        "Auto",
+        _set_array(np.negative, "estimator_", "_model", "eigenvalues"),
+        r"estimators?_(\[.*\])?: _model.eigenvalues has negative values",
+    ),
+    "fitted flag false": (
+        "Kernel",
+        lambda header, arrays: header.update(fitted=False),
+        r"its header says fitted=False, its model is fitted",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", EDITS)
+def test_edited_model_is_refused(fitted, tmp_path, case):
+    name, edit, msg = EDITS[case]
+    path = tmp_path / "model.fdaimpute"
+    fitted(name).save(path)
+    edited = _edited(path, tmp_path, edit)
+    with pytest.raises(ValueError) as info:
+        fi.BaseImputer.load(edited)
+    assert str(info.value).startswith(f"{edited} is corrupted: ")
+    assert re.search(msg, str(info.value)), str(info.value)
+
+
+def test_format_version_must_be_an_integer(kernel_file, tmp_path):
+    path = tmp_path / "float-version.fdaimpute"
+    path.write_bytes(_with_header(kernel_file.read_bytes(), format_version=2.0))
+    with pytest.raises(ValueError, match="is corrupted: format_version is 2.0"):
+        fi.KernelImputer.load(path)
+
+
+# --------------------------------------------------------------------------- #
+# files of the previous format version (no header digest) still load
+
+OLD_FILES = sorted((Path(__file__).parent / "data" / "models").glob("*-v2.fdaimpute"))
+
+
+@pytest.mark.parametrize("path", OLD_FILES, ids=lambda p: p.stem)
+def test_file_of_format_version_2_loads(path):
+    # written by fdaimpute at commit 961d743 with the subjects and the
+    # curves and bands it gave them in its metadata
+    header = read_header(path)
+    assert header["format_version"] == 2 and "header_sha256" not in header
+    meta = header["metadata"]
+    subjects = [(np.array(t), np.array(y)) for t, y in json.loads(meta["subjects"])]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "was written by fdaimpute", UserWarning)
+        est = fi.BaseImputer.load(path)
+    curves, std = est.transform(subjects, return_std=True)
+    assert_array_equal(curves, json.loads(meta["transform"]))
+    assert_array_equal(std, json.loads(meta["std"]))
+
+
+def test_file_of_format_version_2_is_still_checked(tmp_path):
+    path = OLD_FILES[0]
+    blob = bytearray(path.read_bytes())
+    blob[-1] ^= 0x01
+    flipped = tmp_path / "flipped.fdaimpute"
+    flipped.write_bytes(bytes(blob))
+    with pytest.raises(ValueError, match="corrupted: the payload's SHA-256"):
+        fi.BaseImputer.load(flipped)
+    # no header digest to recompute: an edit of the model is found by its checks
+    header, payload = _split_file(path.read_bytes())
+    _state(header)["noise_variance_"] = -1.0
+    edited = tmp_path / "edited.fdaimpute"
+    edited.write_bytes(_join_file(header, payload, seal=False))
+    with pytest.raises(ValueError, match="corrupted: noise_variance_ is -1.0"):
+        fi.BaseImputer.load(edited)

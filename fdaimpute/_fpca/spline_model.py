@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fdaimpute._core.state import check_array, check_number, check_profile
 from fdaimpute._fpca.heldout import profile_factor
 from fdaimpute._fpca.scores import posterior_scores, truncated_error_variance
 from fdaimpute._fpca.splines import evaluate
@@ -63,6 +64,28 @@ class FACEModel:
     def band_factor(self, t):
         """The factor of the bands' variance at ``t`` (1 without a profile)."""
         return profile_factor(self.band_profile, t)
+
+    def check(self, name):
+        """Raise ValueError if the shapes or signs are not a model's
+        (``name``: the attribute holding it, for the message)."""
+        degree = check_number(self.degree, f"{name}.degree", integer=True)
+        knots = check_array(self.mean_knots, f"{name}.mean_knots", (None,))
+        check_array(self.mean_coef, f"{name}.mean_coef", (knots.size - degree - 1,))
+        knots = check_array(self.cov_knots, f"{name}.cov_knots", (None,))
+        c = knots.size - degree - 1
+        check_array(self.theta, f"{name}.theta", (c, c))
+        p = check_array(
+            self.eigenvalues, f"{name}.eigenvalues", (None,), nonnegative=True
+        ).size
+        check_array(self.eigen_coef, f"{name}.eigen_coef", (c, p))
+        k = check_number(self.n_components, f"{name}.n_components", integer=True)
+        if k > p:
+            raise ValueError(
+                f"{name}.n_components is {k}, more than its {p} eigenvalues"
+            )
+        for field in ("noise_variance", "band_weight", "band_misfit"):
+            check_number(getattr(self, field), f"{name}.{field}")
+        check_profile(self.band_profile, f"{name}.band_profile")
 
     def mean_at(self, t, derivative=0):
         """The mean (or its derivative) at ``t``; linear beyond the range."""

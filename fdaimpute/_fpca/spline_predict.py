@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from fdaimpute._core.state import check_array, check_components, check_number
 from fdaimpute._fpca.conditional import ConditionalScorePredictor
 
 
@@ -25,6 +26,24 @@ class SplineModelPredictor(ConditionalScorePredictor):
     the model's divided by ``sqrt(time scale)``, a score is the model's
     times ``value scale * sqrt(time scale)``.
     """
+
+    def _check_state(self):
+        super()._check_state()
+        if not hasattr(self, "grid_"):
+            return
+        self._model.check("_model")
+        g, k = self.grid_.size, self._model.n_components
+        check_components(self, k)
+        check_array(self.eigenfunctions_, "eigenfunctions_", (g, k))
+        check_array(self.covariance_, "covariance_", (g, g))
+        if not isinstance(self._scale, tuple) or len(self._scale) != 4:
+            raise ValueError("_scale is not (start, span, centre, spread)")
+        for i, scale in enumerate(self._scale):  # span and spread are > 0
+            check_number(
+                scale, f"_scale[{i}]", low=0.0 if i % 2 else None, positive=True
+            )
+        check_number(self.noise_variance_, "noise_variance_")
+        check_number(self.predictor_noise_variance_, "predictor_noise_variance_")
 
     def _standardise(self, data):
         """Set ``_scale`` from the training ``data``; its times and values scaled."""

@@ -25,7 +25,9 @@ Tree nodes: ``None``, booleans, strings, integers and finite floats are
 themselves; a list is a JSON list; every other value is a JSON object
 whose key ``"$"`` says what it is: ``"float"`` (a non-finite float),
 ``"tuple"``, ``"dict"``, ``"array"``, ``"scalar"`` (a numpy scalar),
-``"tensor"`` or ``"object"``.
+``"tensor"`` or ``"object"``. The node of an array (or scalar, or tensor)
+of floats says whether it was finite (``"finite"``): :func:`from_tree`
+refuses such an array whose values are not floats, or not finite when it was.
 """
 
 from __future__ import annotations
@@ -153,7 +155,10 @@ class _Writer:
                 stored = np.ascontiguousarray(stored)
             self.arrays[name] = stored
             self._keep.append(array)
-            known = self._names[id(array)] = (name, {"order": "F"} if fortran else {})
+            extra = {"order": "F"} if fortran else {}
+            if array.dtype.kind == "f":
+                extra["finite"] = bool(np.isfinite(array).all())
+            known = self._names[id(array)] = (name, extra)
         name, extra = known
         return {"$": kind, "key": name, **extra}
 
@@ -272,13 +277,15 @@ class _Reader:
         self.arrays = arrays
         self._built = {}  # array name -> the array (or tensor) built from it
 
-    def value(self, node, depth=0):
+    def value(self, node, depth=0, path="the model"):
         if depth > _MAX_DEPTH:
             raise ValueError(f"the model tree is nested deeper than {_MAX_DEPTH}")
         if node is None or type(node) in (bool, str, int, float):
             return node
         if type(node) is list:
-            return [self.value(v, depth + 1) for v in node]
+            return [
+                self.value(v, depth + 1, f"{path}[{i}]") for i, v in enumerate(node)
+            ]
         if type(node) is not dict or not isinstance(node.get("$"), str):
             raise ValueError(f"unexpected node {_short(node)}")
         kind = node["$"]
@@ -288,33 +295,38 @@ class _Reader:
                 raise ValueError(f"unexpected float {_short(text)}")
             return float(text)
         if kind == "tuple":
-            return tuple(self.value(v, depth + 1) for v in _list(node, "items"))
+            items = _list(node, "items")
+            return tuple(
+                self.value(v, depth + 1, f"{path}[{i}]") for i, v in enumerate(items)
+            )
         if kind == "dict":
-            return self._dict(node, depth)
+            return self._dict(node, depth, path)
         if kind in ("array", "scalar", "tensor"):
-            return self._array(node, kind)
+            return self._array(node, kind, path)
         if kind == "object":
-            return self._object(node, depth)
+            return self._object(node, depth, path)
         raise ValueError(f"unknown node type {_short(kind)}")
 
-    def _dict(self, node, depth):
+    def _dict(self, node, depth, path):
         if "items" in node:
             items = node["items"]
             if type(items) is not dict:
                 raise ValueError("a dict node's items are not an object")
-            return {k: self.value(v, depth + 1) for k, v in items.items()}
+            return {
+                k: self.value(v, depth + 1, f"{path}[{k!r}]") for k, v in items.items()
+            }
         out = {}
         for pair in _list(node, "pairs"):
             if type(pair) is not list or len(pair) != 2:
                 raise ValueError("a dict node's pair is not a [key, value] list")
-            key = self.value(pair[0], depth + 1)
+            key = self.value(pair[0], depth + 1, f"{path} key")
             try:
-                out[key] = self.value(pair[1], depth + 1)
+                out[key] = self.value(pair[1], depth + 1, f"{path}[{key!r}]")
             except TypeError:
                 raise ValueError(f"unhashable dict key {_short(pair[0])}") from None
         return out
 
-    def _array(self, node, kind):
+    def _array(self, node, kind, path):
         name = node.get("key")
         if name not in self.arrays:
             raise ValueError(f"the tree refers to a missing array {_short(name)}")
@@ -322,6 +334,8 @@ class _Reader:
         if memo in self._built:
             return self._built[memo]
         array = self.arrays[name]
+        if "finite" in node:
+            _check_floats(array, node["finite"], path)
         if node.get("order") == "F":
             array = array.T
         if kind == "scalar":
@@ -339,7 +353,7 @@ class _Reader:
         self._built[memo] = out
         return out
 
-    def _object(self, node, depth):
+    def _object(self, node, depth, path):
         key = node.get("class")
         if key not in CLASSES:
             raise ValueError(
@@ -351,7 +365,9 @@ class _Reader:
         for name in state:
             if not name.isidentifier() or name.startswith("__"):
                 raise ValueError(f"a {key} cannot have the attribute {_short(name)}")
-        state = {k: self.value(v, depth + 1) for k, v in state.items()}
+        if depth == 0:
+            path = key
+        state = {k: self.value(v, depth + 1, f"{path}.{k}") for k, v in state.items()}
         cls, kind = resolve(key)
         if kind == PARAMS:
             allowed = set(cls._param_names())
@@ -366,6 +382,14 @@ class _Reader:
         else:
             obj.__dict__.update(state)
         return obj
+
+
+def _check_floats(array, finite, path):
+    """Refuse an array saved as floats (finite ones, if ``finite``) that is not."""
+    if array.dtype.kind != "f":
+        raise ValueError(f"{path} is an array of {array.dtype}, saved as floats")
+    if finite and not np.isfinite(array).all():
+        raise ValueError(f"{path} holds NaN or infinite values, saved finite")
 
 
 def _list(node, name):
@@ -399,7 +423,8 @@ def from_tree(tree, arrays):
     ------
     ValueError
         If the tree is not one :func:`to_tree` writes: an unknown node type
-        or class, a missing array, an attribute name that is not a plain
-        identifier, nesting deeper than 64.
+        or class, a missing array, an array that is not of floats or not
+        finite where the tree says it was, an attribute name that is not a
+        plain identifier, nesting deeper than 64.
     """
     return _Reader(arrays).value(tree)

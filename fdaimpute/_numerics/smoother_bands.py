@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
+from fdaimpute._core.state import check_array, check_number, check_profile
+
 # Bounds of the log-variances, relative to the residuals' mean square.
 _LOG_BOUNDS = (-30.0, 5.0)
 # A leave-one-out residual is defined where the self-weight is below this.
@@ -50,6 +52,15 @@ class BandModel:
     #: ``(knots, factor)``: a further factor of ``g``, linear between its
     #: knots (a calibration of the intervals' coverage over time), or None.
     calibration: tuple | None = None
+
+    def check(self, name):
+        """Raise ValueError if the shapes or signs are not a model's
+        (``name``: the attribute holding it, for the message)."""
+        n = check_array(self.knots, f"{name}.knots", (None,)).size
+        check_array(self.log_profile, f"{name}.log_profile", (n,))
+        for field in ("noise", "misfit", "prior_misfit", "norm_misfit"):
+            check_number(getattr(self, field), f"{name}.{field}")
+        check_profile(self.calibration, f"{name}.calibration")
 
     def profile(self, times):
         """The time profile ``g`` at ``times``."""

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.interpolate import BSpline
 
+from fdaimpute._core.state import check_array, check_number, check_profile
 from fdaimpute._fpca.eigen import (
     orient_by_peak,
     quadrature_weights,
@@ -244,6 +245,36 @@ class MultivariatePACEModel:
     def n_components(self):
         """Number of components ``K``."""
         return self.eigenvalues.size
+
+    def check(self, name):
+        """Raise ValueError if the shapes or signs are not a model's
+        (``name``: the attribute holding it, for the message)."""
+        p = self.n_variables
+        k = check_array(
+            self.eigenvalues, f"{name}.eigenvalues", (None,), nonnegative=True
+        ).size
+        rest = check_array(
+            self.rest_eigenvalues, f"{name}.rest_eigenvalues", (None,), nonnegative=True
+        ).size
+        for field in ("work_grids", "loadings", "rest_loadings", "band_profiles"):
+            if len(getattr(self, field)) != p:
+                raise ValueError(
+                    f"{name}.{field} does not have {p} items, one a variable"
+                )
+        for j in range(p):
+            self.means[j].check(f"{name}.means[{j}]")
+            g = check_array(self.work_grids[j], f"{name}.work_grids[{j}]", (None,)).size
+            check_array(self.loadings[j], f"{name}.loadings[{j}]", (g, k))
+            check_array(self.rest_loadings[j], f"{name}.rest_loadings[{j}]", (g, rest))
+            check_profile(self.band_profiles[j], f"{name}.band_profiles[{j}]")
+        check_array(self.scales, f"{name}.scales", (p,), nonnegative=True)
+        check_array(
+            self.noise_variance, f"{name}.noise_variance", (p,), nonnegative=True
+        )
+        check_array(
+            self.misfit_variance, f"{name}.misfit_variance", (p,), nonnegative=True
+        )
+        check_number(self.rest_weight, f"{name}.rest_weight")
 
     def band_factor(self, j, times):
         """Variable ``j``'s factor of the bands' variance at ``times``."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fdaimpute._core.state import check_array, check_number, check_profile
 from fdaimpute._fpca.heldout import profile_factor
 from fdaimpute._numerics.local_linear import local_linear_at, local_linear_binned
 from fdaimpute._pace.binning import Bins, CovMoments
@@ -60,6 +61,14 @@ class MeanCurve:
             derivative=True,
         )
         return out[1][inv].reshape(t.shape)
+
+    def check(self, name):
+        """Raise ValueError if the arrays' lengths or signs are not a mean's
+        (``name``: the attribute holding it, for the message)."""
+        n = check_array(self.centres, f"{name}.centres", (None,)).size
+        check_array(self.weight, f"{name}.weight", (n,), nonnegative=True)
+        check_array(self.total, f"{name}.total", (n,))
+        check_number(self.bandwidth, f"{name}.bandwidth", positive=True)
 
 
 @dataclass(frozen=True)
@@ -183,6 +192,26 @@ class PACEModel:
     def n_components(self):
         """The number of components ``K``."""
         return self.eigenvalues.size
+
+    def check(self, name):
+        """Raise ValueError if the shapes or signs are not a model's
+        (``name``: the attribute holding it, for the message)."""
+        self.mean.check(f"{name}.mean")
+        g = check_array(self.work_grid, f"{name}.work_grid", (None,)).size
+        check_array(self.mean_work, f"{name}.mean_work", (g,))
+        k = check_array(
+            self.eigenvalues, f"{name}.eigenvalues", (None,), nonnegative=True
+        ).size
+        check_array(self.eigenfunctions, f"{name}.eigenfunctions", (g, k))
+        p = check_array(
+            self.all_eigenvalues, f"{name}.all_eigenvalues", (None,), nonnegative=True
+        ).size
+        check_array(self.all_eigenfunctions, f"{name}.all_eigenfunctions", (g, p))
+        for field in ("noise_variance", "rest_weight", "misfit_variance"):
+            check_number(getattr(self, field), f"{name}.{field}")
+        if self.observation_noise is not None:
+            check_number(self.observation_noise, f"{name}.observation_noise")
+        check_profile(self.band_profile, f"{name}.band_profile")
 
 
 @dataclass(frozen=True)
