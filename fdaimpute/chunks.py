@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from fdaimpute._core.frames import require_pandas
-from fdaimpute._io.csv_options import read_options
+from fdaimpute._io.csv_options import long_csv_chunks
 from fdaimpute._io.parquet import long_batches
 from fdaimpute.data import IrregularData
 
@@ -29,7 +29,10 @@ class CSVChunks:
     where the ids are numbers, as numbers (as ``DataFrame.sort_values``
     sorts a numeric column); within a subject any order. A file that breaks
     this raises a :class:`ValueError` naming the subject. Ids are read as
-    the text in the file: ``007`` and ``7`` are two subjects.
+    the text in the file: ``007`` and ``7`` are two subjects, ``NA`` is a
+    subject. The rows are checked as :meth:`IrregularData.read_csv
+    <fdaimpute.IrregularData.read_csv>` checks them (no field beyond the
+    header, an id on every row).
 
     Parameters
     ----------
@@ -70,15 +73,10 @@ class CSVChunks:
     def __iter__(self):
         """Yield IrregularData chunks of whole subjects, in file order."""
         pd = require_pandas("CSVChunks")
-        kwargs = read_options(self.kwargs, self.columns[0], pd)
-        reader = pd.read_csv(
-            self.path,
-            usecols=list(self.columns),
-            chunksize=self.chunksize,
-            **kwargs,
+        blocks = long_csv_chunks(
+            pd, self.path, self.columns[0], self.chunksize, self.kwargs, self.columns
         )
-        with reader:
-            yield from _whole_subjects(reader, self.columns, pd)
+        yield from _whole_subjects(blocks, self.columns, pd)
 
 
 class ParquetChunks:

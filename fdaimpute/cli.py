@@ -31,7 +31,7 @@ from fdaimpute._cli.model import (
     add_method_options,
     impute_with_model,
 )
-from fdaimpute._cli.output import check_room, check_target, write_output
+from fdaimpute._cli.output import check_room, check_target, write_output, write_text
 from fdaimpute._core.timing import phase, recording
 
 __all__ = ["main"]
@@ -166,15 +166,23 @@ def _most_accurate(results, bands):
 
 def _impute(args):
     start = time.perf_counter()
+    if args.timings is not None:
+        check_target(
+            args.timings,
+            "--timings",
+            [args.input, args.model],
+            args.force,
+            [("-o", args.output)],
+        )
     with recording() as seconds:
         if args.model is not None:
             code = impute_with_model(args)
         else:
             code = _impute_recorded(args)
-    if args.timings:
+    if args.timings is not None:
         seconds["total"] = time.perf_counter() - start
-        with open(args.timings, "w") as fh:
-            json.dump(seconds, fh, indent=1)
+        text = json.dumps(seconds, indent=1) + "\n"
+        write_text(args.timings, "--timings", text, args.force)
     return code
 
 
@@ -262,7 +270,9 @@ def _add_impute_command(sub):
         help="CSV to write (refused if it exists, unless --force; never the input)",
     )
     imp.add_argument(
-        "--force", action="store_true", help="replace the output file if it exists"
+        "--force",
+        action="store_true",
+        help="replace the output file (and the --timings file) if it exists",
     )
     imp.add_argument(
         "--method",
@@ -316,7 +326,8 @@ def _add_impute_command(sub):
         default=None,
         help="write the wall seconds of the job's phases (import of the "
         "method, read, the fit's phases, transform, write, total) to FILE as "
-        "JSON",
+        "JSON (refused if it exists, unless --force; never the input, the "
+        "model or the output)",
     )
     add_data_options(imp)
     add_method_options(imp)

@@ -21,7 +21,7 @@ from fdaimpute._core.ids import (  # noqa: F401
     subject_label,
 )
 from fdaimpute._core.ragged import RaggedSubjects
-from fdaimpute._io.csv_options import read_options
+from fdaimpute._io.csv_options import read_long_csv
 
 __all__ = ["IrregularData"]
 
@@ -192,11 +192,15 @@ class IrregularData(RaggedSubjects):
             The file.
         id, time, value : str, default="id", "time", "value"
             Column names. Ids are read as the text in the file, so ``007``
-            and ``7`` are two subjects (pass ``dtype={id: int}`` to read
-            them as numbers).
+            and ``7`` are two subjects and ``NA`` or ``null`` is a subject
+            (pass ``dtype={id: int}`` to read them as numbers); the other
+            columns read pandas' markers of a missing value as missing.
         **kwargs
             Passed to :func:`pandas.read_csv` (``duplicates`` is passed to
-            :meth:`from_long`).
+            :meth:`from_long`). Giving ``na_values``, ``keep_default_na``
+            or ``na_filter`` sets the missing values of every column, the
+            ids' too; giving ``usecols``, rows are not checked for fields
+            beyond the header.
 
         Returns
         -------
@@ -205,11 +209,14 @@ class IrregularData(RaggedSubjects):
         Raises
         ------
         ValueError
-            If the file has no rows (a header alone) or lacks a column.
+            If the file has no rows (a header alone), lacks a column, or
+            has a row with more fields than the header or without an id
+            (the message names the line). One trailing comma on every row
+            (an empty field beyond the header) is read as nothing.
         """
         pd = require_pandas("IrregularData.read_csv")
         duplicates = kwargs.pop("duplicates", "raise")
-        df = pd.read_csv(path, **read_options(kwargs, id, pd))
+        df = read_long_csv(pd, path, id, kwargs)
         if len(df) == 0:
             raise ValueError(
                 f"{path} has no observations (a header and no rows); it needs "

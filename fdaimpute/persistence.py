@@ -62,6 +62,7 @@ payload's digest checked.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import pickle
@@ -422,6 +423,11 @@ def load(path, cls=None, *, allow_pickle=False):
         pickle and ``allow_pickle`` is False.
     TypeError
         If the file holds an instance of another class than ``cls``.
+    ImportError
+        If a pickled estimator's class (or its module) cannot be found, as
+        a class defined in the script that saved it (``__main__``) cannot
+        in another program: import or define it before loading. Its
+        ``name`` is the missing class (``module.Class``) or module.
     """
     from fdaimpute._io.model_tree import is_imputer_class
 
@@ -461,10 +467,45 @@ def load(path, cls=None, *, allow_pickle=False):
         )
     obj = _decode(header, payload, shown) if header["encoding"] == "data" else None
     if obj is None:
-        obj = pickle.loads(payload)
+        obj = _unpickled(payload, header["class"], shown)
     if not is_wanted(type(obj)):
         raise TypeError(f"{shown} holds a {type(obj).__name__}, not a {wanted}")
     return obj
+
+
+class _ClassFinder(pickle.Unpickler):
+    """An unpickler that names the class it cannot find."""
+
+    def find_class(self, module, name):
+        try:
+            return super().find_class(module, name)
+        except (AttributeError, ImportError) as exc:
+            raise _MissingClass(f"{module}.{name}") from exc
+
+
+class _MissingClass(Exception):
+    """A class of a pickle (``args[0]``: ``module.Class``) that cannot be found."""
+
+
+def _unpickled(payload, stored, shown):
+    """The estimator pickled in ``payload``; an ImportError naming its class
+    (or one it holds) when that cannot be found."""
+    try:
+        return _ClassFinder(io.BytesIO(payload)).load()
+    except _MissingClass as exc:
+        missing = exc.args[0]
+    script = (
+        " (a class defined in a script, module __main__, exists only in that "
+        "script: define it in the program that loads the file too, or move it "
+        "to a module that both import)"
+        if missing.startswith("__main__.")
+        else ""
+    )
+    raise ImportError(
+        f"{shown} holds a pickled {stored}, and the class {missing} it needs "
+        f"cannot be found: import or define it before loading the file{script}",
+        name=missing,
+    )
 
 
 def _decode(header, payload, shown):

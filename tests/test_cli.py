@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -750,3 +752,99 @@ def test_a_method_imports_only_its_own_module():
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["[]", "True", "False"]
+
+
+def test_timings_file_is_checked_like_the_output(long_csv, tmp_path, capsys):
+    path, df = long_csv
+    before = path.read_bytes()
+    data = fi.IrregularData.from_long(df, id="subject", time="age", value="bmi")
+    model = tmp_path / "model.fdai"
+    fi.KernelImputer().fit(data).save(model)
+    saved = model.read_bytes()
+    out, timings = tmp_path / "curves.csv", tmp_path / "timings.json"
+    args = ["impute", str(path), "-o", str(out), *NAMES]
+    with_model = ["impute", str(path), "--model", str(model), "-o", str(out)]
+    # never an input, the model or the output, even with --force
+    for flags in ([], ["--force"]):
+        with pytest.raises(SystemExit, match="--timings .* is also an input"):
+            main([*args, "--timings", str(path), *flags])
+        with pytest.raises(SystemExit, match="--timings .* is also an input"):
+            main([*with_model, "--timings", str(model), *flags])
+        with pytest.raises(SystemExit, match="--timings .* is also the -o output"):
+            main([*args, "--timings", str(out), *flags])
+    assert path.read_bytes() == before and model.read_bytes() == saved
+    # an existing file only with --force
+    timings.write_text("keep me\n")
+    with pytest.raises(SystemExit, match="--timings .* exists; pass --force"):
+        main([*args, "--timings", str(timings)])
+    assert timings.read_text() == "keep me\n"
+    # a missing folder: before any work, as the user error it is
+    missing = tmp_path / "no" / "such" / "timings.json"
+    with pytest.raises(SystemExit, match="folder .* does not exist") as err:
+        main([*args, "--timings", str(missing)])
+    assert isinstance(err.value.code, str)  # a message, exit status 1
+    assert not out.exists() and "Read" not in capsys.readouterr().err
+    assert main([*args, "--timings", str(timings), "--force"]) == 0
+    assert "total" in json.loads(timings.read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "curves.csv",
+        "model.fdai",
+        "obs.csv",
+        "timings.json",
+    ]
+
+
+def test_rows_with_more_fields_than_the_header_are_refused(tmp_path):
+    path = tmp_path / "obs.csv"
+    rows = "".join(f"{s},{t},{t * 2},1\n" for s in "ABCD" for t in (0.1, 0.5, 0.9))
+    path.write_text("id,time,value\n" + rows)
+    out = tmp_path / "out.csv"
+    args = ["impute", str(path), "-o", str(out), "--method", "kernel"]
+    with pytest.raises(SystemExit, match=r"line 2 .* has 4 fields \('A,0.1,0.2,1'\)"):
+        main(args)
+    with pytest.raises(SystemExit, match=r"line 2 .* has 4 fields"):
+        main([*args, "--method", "mpace", "--value", "value"])
+    assert not out.exists()
+    # trailing commas: one empty field beyond the header on every row
+    path.write_text("id,time,value\n" + rows.replace(",1\n", ",\n"))
+    assert main(args) == 0
+    assert pd.read_csv(out)["id"].tolist() == list("ABCD")
+
+
+def test_ids_that_pandas_reads_as_missing_are_subjects(tmp_path):
+    path = tmp_path / "obs.csv"
+    ids = ["NA", "N/A", "None", "null", "nan", "AB"]
+    rows = "".join(f"{s},{t},{t * 3}\n" for s in ids for t in (0.1, 0.5, 0.9))
+    path.write_text("id,time,value\n" + rows)
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(path), "-o", str(out), "--method", "kernel"]) == 0
+    assert pd.read_csv(out, dtype=str, keep_default_na=False)["id"].tolist() == ids
+    path.write_text("id,time,value\n" + rows + ",0.3,1.0\n")
+    with pytest.raises(SystemExit, match=r"line 20 .* no subject id \(',0.3,1.0'\)"):
+        main(["impute", str(path), "-o", str(out), "--method", "kernel", "--force"])
+
+
+def test_a_pickled_class_the_command_cannot_find_is_reported(
+    long_csv, tmp_path, monkeypatch
+):
+    import __main__
+
+    path, df = long_csv
+    data = fi.IrregularData.from_long(df, id="subject", time="age", value="bmi")
+
+    class ScriptKernel(fi.KernelImputer):
+        """A class of the user's script, as pickle finds it there."""
+
+    ScriptKernel.__module__, ScriptKernel.__qualname__ = "__main__", "ScriptKernel"
+    monkeypatch.setattr(__main__, "ScriptKernel", ScriptKernel, raising=False)
+    model = tmp_path / "own.fdai"
+    with pytest.warns(UserWarning, match="saved as a pickle"):
+        ScriptKernel().fit(data).save(model, allow_pickle=True)
+    monkeypatch.delattr(__main__, "ScriptKernel")  # another program
+    out = tmp_path / "curves.csv"
+    args = ["impute", str(path), "--model", str(model), "-o", str(out)]
+    with pytest.raises(
+        SystemExit, match="class __main__.ScriptKernel .* cannot be found"
+    ):
+        main([*args, *NAMES[:6], "--trust-model"])
+    assert not out.exists()

@@ -393,6 +393,19 @@ def test_cli_reads_parquet_row_groups_as_partitions(frame, tmp_path, monkeypatch
     assert got["who"].dtype.kind not in "iub"  # ids as text
 
 
+def test_cli_reads_a_csv_as_the_other_readers_do(tmp_path):
+    from fdaimpute._cli import cluster as cli_cluster
+
+    path = tmp_path / "obs.csv"
+    path.write_text("who,age,bmi\nNA,0.1,0.2\nNA,0.5,NA\nnull,0.1,0.2\nnull,0.5,1.0\n")
+    got = cli_cluster.read_frame(str(path), COLUMNS).compute()
+    assert got["who"].tolist() == ["NA", "NA", "null", "null"]  # ids, not missing
+    assert got["bmi"].isna().tolist() == [False, True, False, False]
+    path.write_text("who,age,bmi\nA,0.1,0.2,1\nA,0.5,0.3,1\n")
+    with pytest.raises(ValueError, match="line 2 of .* has 4 fields"):
+        cli_cluster.read_frame(str(path), COLUMNS)
+
+
 def _allocator_settings():
     import os
 

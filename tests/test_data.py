@@ -257,3 +257,68 @@ def test_csv_read_options_ask_for_exact_floats_before_pandas_3_1(version, exact)
         {"float_precision": "high"}, "id", SimpleNamespace(__version__=version)
     )
     assert kept.get("float_precision", "high") == "high"
+
+
+def _csv(path, text):
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_rows_with_more_fields_than_the_header_are_refused_with_their_line(
+    tmp_path, chunked
+):
+    from fdaimpute.chunks import CSVChunks
+
+    def read(path):
+        if chunked:
+            return IrregularData.concat(list(CSVChunks(path, chunksize=1)))
+        return IrregularData.read_csv(path)
+
+    # every row one field more: pandas made the ids its index, shifting columns
+    every = _csv(tmp_path / "every.csv", "id,time,value\nA,0.1,0.5,1\nA,0.2,0.6,1\n")
+    with pytest.raises(
+        ValueError, match=r"line 2 of .* has 4 fields \('A,0.1,0.5,1'\)"
+    ):
+        read(every)
+    later = _csv(tmp_path / "later.csv", "id,time,value\nA,0.1,0.5\nB,0.2,0.6,7\n")
+    with pytest.raises(
+        ValueError, match=r"line 3 of .* has 4 fields .* header \(id, time, value\)"
+    ):
+        read(later)
+    # a trailing comma on every row is an empty field: read as nothing
+    trailing = _csv(
+        tmp_path / "trailing.csv", "id,time,value\nA,0.1,0.5,\nB,0.2,0.6,\n"
+    )
+    data = read(trailing)
+    assert data.ids.tolist() == ["A", "B"]
+    assert_array_equal(data.values, [0.5, 0.6])
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_ids_that_pandas_reads_as_missing_are_ids(tmp_path, chunked):
+    from fdaimpute.chunks import CSVChunks
+
+    def read(path):
+        if chunked:
+            return IrregularData.concat(list(CSVChunks(path, chunksize=3)))
+        return IrregularData.read_csv(path)
+
+    ids = ["N/A", "NA", "None", "nan", "null"]  # sorted, for CSVChunks
+    rows = "".join(f"{i},{t},{t * 10}\n" for i in ids for t in (0.1, 0.2))
+    path = _csv(tmp_path / "obs.csv", "id,time,value\n" + rows)
+    data = read(path)
+    assert data.ids.tolist() == ids
+    assert data.n_obs.tolist() == [2] * 5
+    # the values keep pandas' markers of a missing value
+    path.write_text("id,time,value\n" + rows + "null,0.3,NA\n")
+    with pytest.raises(ValueError, match="'null' .* non-finite value"):
+        read(path)
+
+
+def test_an_empty_id_is_refused_with_its_line(tmp_path):
+    path = _csv(tmp_path / "obs.csv", "id,time,value\nA,0.1,0.5\n\n,0.2,0.6\n")
+    with pytest.raises(
+        ValueError, match=r"line 4 of .* has no subject id \(',0.2,0.6'\)"
+    ):
+        IrregularData.read_csv(path)

@@ -621,6 +621,27 @@ def test_subclass_of_an_imputer_needs_allow_pickle(sim, tmp_path):
     assert type(loaded) is _OwnKernel
 
 
+def test_a_pickled_class_that_cannot_be_found_is_named(sim, tmp_path, monkeypatch):
+    import __main__
+
+    class ScriptKernel(fi.KernelImputer):
+        """A class of the user's script, as pickle finds it there."""
+
+    ScriptKernel.__module__, ScriptKernel.__qualname__ = "__main__", "ScriptKernel"
+    monkeypatch.setattr(__main__, "ScriptKernel", ScriptKernel, raising=False)
+    path = tmp_path / "script.fdaimpute"
+    with pytest.warns(UserWarning, match="saved as a pickle"):
+        ScriptKernel().fit(sim.train.data).save(path, allow_pickle=True)
+    monkeypatch.delattr(__main__, "ScriptKernel")  # another program
+    with pytest.raises(ImportError, match="define it in the program that loads") as err:
+        fi.KernelImputer.load(path, allow_pickle=True)
+    assert err.value.name == "__main__.ScriptKernel"
+    assert "class __main__.ScriptKernel it needs cannot be found" in str(err.value)
+    # defined again, it loads
+    monkeypatch.setattr(__main__, "ScriptKernel", ScriptKernel, raising=False)
+    assert type(fi.KernelImputer.load(path, allow_pickle=True)) is ScriptKernel
+
+
 def test_tree_with_a_private_attribute_name_is_refused(kernel_file, tmp_path):
     header, payload = _split_file(kernel_file.read_bytes())
     header["model"]["state"]["__class__"] = "x"

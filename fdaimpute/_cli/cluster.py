@@ -85,12 +85,22 @@ def _client(args):
 #: as one partition: 10^7 observations went to one worker, and two workers
 #: fitted them in 40.9 s against 7.6-7.8 s now (``docs/distributed-pace.md``).
 PARQUET_PARTITION = "8MiB"
+#: Rows of a CSV input checked before Dask reads it.
+CHECKED_ROWS = 10_000
 
 
 def read_frame(path, names):
-    """The long table at ``path`` as a Dask DataFrame, ids as text."""
-    import dask.dataframe as dd
+    """The long table at ``path`` as a Dask DataFrame, ids as text.
 
+    A CSV's first :data:`CHECKED_ROWS` rows are read first with the checks
+    of :func:`fdaimpute._io.csv_options.read_long_csv` (a row with more
+    fields than the header, an empty id): Dask's readers, a block each,
+    would not report them.
+    """
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from fdaimpute._io.csv_options import read_long_csv, read_options
     from fdaimpute._io.parquet import is_parquet
 
     id_name = names[0]
@@ -104,7 +114,9 @@ def read_frame(path, names):
         if frame[id_name].dtype.kind in "iub":  # as read_parquet reads them
             frame[id_name] = frame[id_name].astype(str)
         return frame
-    return dd.read_csv(path, usecols=list(names), dtype={id_name: str})
+    read_long_csv(pd, path, id_name, {"nrows": CHECKED_ROWS}, list(names))
+    options = read_options({}, id_name, pd, header=list(names))
+    return dd.read_csv(path, usecols=list(names), **options)
 
 
 def fit_on_cluster(args, est, names):

@@ -170,19 +170,16 @@ def output_names(names, layout):
 
 
 def _read_table(path, columns):
-    """The ``columns`` of the CSV or Parquet file that it has (ids as text)."""
+    """The ``columns`` of the CSV or Parquet file (ids as text)."""
     from fdaimpute._core.frames import require_pandas
-    from fdaimpute._io.csv_options import read_options
+    from fdaimpute._io.csv_options import read_long_csv
 
     if is_parquet(path):
         from fdaimpute._io.parquet import read_columns
 
         return read_columns(path, columns)
     pd = require_pandas("reading a CSV")
-    wanted = set(columns)
-    return pd.read_csv(
-        path, **read_options({"usecols": lambda c: c in wanted}, columns[0], pd)
-    )
+    return read_long_csv(pd, path, columns[0], columns=list(dict.fromkeys(columns)))
 
 
 def _read_variables(path, names, layout, duplicates, header):

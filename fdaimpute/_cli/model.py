@@ -25,7 +25,7 @@ from fdaimpute._cli.methods import (
     method_name,
     set_covariates,
 )
-from fdaimpute._cli.output import check_room, check_target, write_output
+from fdaimpute._cli.output import check_room, check_target, write_output, writing
 
 __all__ = [
     "add_data_options",
@@ -304,14 +304,8 @@ def _save_model(est, args, names, layout=None):
             columns["variable"] = variable
         if covariates:
             columns["covariates"] = ",".join(covariates)
-    try:
+    with writing(args.save, "--save"):
         save(est, args.save, metadata=columns, overwrite=args.force)
-    except FileExistsError:
-        raise SystemExit(
-            f"--save {args.save} exists; pass --force to replace it"
-        ) from None
-    except OSError as exc:
-        raise SystemExit(f"cannot write {args.save}: {exc}") from None
     print(f"Saved {args.save}", file=sys.stderr)
     return 0
 
@@ -329,6 +323,11 @@ def _load(path, trust):
             "--trust-model",
         )
         raise SystemExit(f"cannot load model {path}: {message}") from None
+    except ImportError as exc:  # a pickled class the command cannot find
+        raise SystemExit(
+            f"cannot load model {path}: {exc}. The command line imports only "
+            "modules on PYTHONPATH; else impute in Python"
+        ) from None
     if not hasattr(est, "grid_"):
         raise SystemExit(
             f"{path} holds an unfitted {type(est).__name__}; fit it before saving"

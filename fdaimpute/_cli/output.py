@@ -1,15 +1,17 @@
 """The command line's output files: checked before any work, written safely.
 
 :func:`check_target` refuses, before anything is read or fitted, an
-output that would replace a file (without ``--force``), overwrite an input,
-or go into a missing or read-only folder. :func:`write_curves` imputes and
-writes a block of subjects at a time into a temporary file beside the
-target, renamed into place at the end: a failure (a full disk, no memory)
-leaves no partial file, and the output is never held in memory whole.
+output that would replace a file (without ``--force``), overwrite an input
+or another output, or go into a missing or read-only folder.
+:func:`write_curves` imputes and writes a block of subjects at a time into a
+temporary file beside the target, renamed into place at the end: a failure
+(a full disk, no memory) leaves no partial file, and the output is never
+held in memory whole. :func:`write_text` writes a small file the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -34,7 +36,7 @@ from fdaimpute._io.parquet import (
     write_curve_blocks,
 )
 
-__all__ = ["check_room", "check_target", "write_curves"]
+__all__ = ["check_room", "check_target", "write_curves", "write_text", "writing"]
 
 # The fewest bytes a value takes in the CSV ("0.5,"): a lower bound of the
 # output's size, so that a refusal for want of disk space is never wrong.
@@ -53,7 +55,7 @@ def _same_file(a, b):
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def check_target(path, flag, inputs, force):
+def check_target(path, flag, inputs, force, outputs=()):
     """Exit with the reason if ``path`` cannot be written as ``flag``'s output.
 
     Parameters
@@ -61,17 +63,26 @@ def check_target(path, flag, inputs, force):
     path : str
         The output file.
     flag : str
-        The option naming it (``-o``, ``--save``), for the messages.
+        The option naming it (``-o``, ``--save``, ``--timings``), for the
+        messages.
     inputs : list of str
         Files the command reads: never overwritten, even with ``--force``.
     force : bool
         Whether an existing ``path`` may be replaced.
+    outputs : list of (str, str), default=()
+        The command's other outputs, ``(flag, path)``: never the same file,
+        even with ``--force``.
     """
     for name in inputs:
         if name is not None and _same_file(path, name):
             raise SystemExit(
                 f"{flag} {path} is also an input of this command; write the "
                 "output to another file"
+            )
+    for other, name in outputs:
+        if _same_file(path, name):
+            raise SystemExit(
+                f"{flag} {path} is also the {other} output; write them to two files"
             )
     if os.path.isdir(path):
         raise SystemExit(f"{flag} {path} is a folder; give a file name")
@@ -208,19 +219,36 @@ def write_curves(
             yield table
 
     try:
-        if parquet:
-            write_curve_blocks(path, tables(), overwrite=force)
-        else:
-            atomic_write(path, chunks(), overwrite=force)
-    except FileExistsError:
-        raise SystemExit(f"-o {path} exists; pass --force to replace it") from None
-    except OSError as exc:
-        raise SystemExit(f"cannot write {path}: {exc}") from None
+        with writing(path, "-o"):
+            if parquet:
+                write_curve_blocks(path, tables(), overwrite=force)
+            else:
+                atomic_write(path, chunks(), overwrite=force)
     except MemoryError:
         raise SystemExit(
             f"ran out of memory while writing {path} (nothing was written); "
             "give a coarser --grid"
         ) from None
+
+
+@contextlib.contextmanager
+def writing(path, flag):
+    """Exit with the reason when the block fails to write ``flag``'s ``path``:
+    it exists (created since :func:`check_target`), or the system refused."""
+    try:
+        yield
+    except FileExistsError:
+        raise SystemExit(f"{flag} {path} exists; pass --force to replace it") from None
+    except OSError as exc:
+        raise SystemExit(f"cannot write {path}: {exc}") from None
+
+
+def write_text(path, flag, text, force):
+    """Write ``text`` to ``flag``'s ``path`` through a temporary file beside it
+    (:func:`fdaimpute._io.files.atomic_write`), exiting with the reason on
+    failure; ``force``: replace an existing file."""
+    with writing(path, flag):
+        atomic_write(path, [text.encode()], overwrite=force)
 
 
 def write_output(args, data, grid, est, label, start, names):
