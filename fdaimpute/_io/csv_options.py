@@ -47,6 +47,30 @@ _OTHER_LAYOUT = (
 _COMPRESSED = (".gz", ".bz2", ".zip", ".xz", ".zst", ".tar")
 
 
+# The texts pandas.read_csv documents as missing by default
+_DOCUMENTED_NA_MARKERS = (
+    "",
+    "#N/A",
+    "#N/A N/A",
+    "#NA",
+    "-1.#IND",
+    "-1.#QNAN",
+    "-NaN",
+    "-nan",
+    "1.#IND",
+    "1.#QNAN",
+    "<NA>",
+    "N/A",
+    "NA",
+    "NULL",
+    "NaN",
+    "None",
+    "n/a",
+    "nan",
+    "null",
+)
+
+
 def read_options(kwargs, id_column, pd, header=None):
     """``kwargs`` for ``pd.read_csv``: ids as text, floats as written, no index.
 
@@ -83,9 +107,7 @@ def read_options(kwargs, id_column, pd, header=None):
         options.setdefault("float_precision", "round_trip")
     by_column = options.get("engine") != "pyarrow"  # which takes no dict
     if header is not None and by_column and not any(n in options for n in _NA_OPTIONS):
-        from pandas._libs.parsers import STR_NA_VALUES
-
-        markers = sorted(STR_NA_VALUES)
+        markers = _default_na_markers()
         options["keep_default_na"] = False
         options["na_values"] = {c: markers for c in header if c != id_column}
         options["na_values"][id_column] = [""]
@@ -93,6 +115,19 @@ def read_options(kwargs, id_column, pd, header=None):
         # a column of them only where they read as missing
         options["na_values"][len(header)] = [""]
     return options
+
+
+def _default_na_markers():
+    """The texts pandas reads as missing by default, sorted.
+
+    pandas keeps them in a private module; where that moves, the list its
+    documentation gives (pandas 2.x and 3.0) stands in.
+    """
+    try:
+        from pandas._libs.parsers import STR_NA_VALUES
+    except ImportError:
+        return sorted(_DOCUMENTED_NA_MARKERS)
+    return sorted(STR_NA_VALUES)
 
 
 def read_long_csv(pd, path, id_column, kwargs=None, columns=None):
