@@ -189,6 +189,7 @@ def run_sparsity(sparsity, args, workdir, rscript):
             out = Path(workdir) / f"{tool}_{sparsity}.csv"
             out.unlink(missing_ok=True)
             timings = Path(workdir) / "timings.json"
+            timings.unlink(missing_ok=True)  # the command refuses to replace it
             if tool == "fdaimpute":
                 command = fdaimpute_command(args.python, path, out, timings)
             else:
