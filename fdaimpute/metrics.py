@@ -275,9 +275,10 @@ def held_out_error(
     table with a variable column), each variable of a subject hides its
     share, the hidden values are read off the curves of ``transform`` at
     their times, and each squared error is divided by its variable's
-    variance over ``data`` (so that no variable weighs by its units, as
-    ``MultivariatePACEImputer`` chooses its ``K``): the error is the mean of
-    these relative squared errors over the hidden values.
+    variance over ``data`` (so that no variable weighs by its units): the
+    error is the mean over the variables of each one's mean relative squared
+    error, so that a variable weighs alike however many values it hides (as
+    ``MultivariatePACEImputer`` chooses its ``K``).
 
     Parameters
     ----------
@@ -334,6 +335,7 @@ def held_out_error(
     if several:
         pred = _several_predictions(estimator, visible.take(rows), hidden)
         errors = (pred - hidden.values) ** 2 / _variances(data)[hidden.variable]
+        error = _mean_over_variables(errors, hidden.variable, hidden.n_variables)
     else:
         times = np.split(hidden.times, hidden.offsets[1:-1])
         answer = estimator.predict_at(visible[rows], times)
@@ -344,7 +346,7 @@ def held_out_error(
                 f"values for {hidden.values.size} hidden observations"
             )
         errors = (pred - hidden.values) ** 2
-    error = float(np.mean(errors))
+        error = float(np.mean(errors))
     return (error, errors) if return_errors else error
 
 
@@ -380,6 +382,13 @@ def _several_predictions(estimator, visible, hidden):
         who = hidden.subject_index[lo:hi] - start
         pred[lo:hi] = curves[who, block[lo:hi], at]
     return pred
+
+
+def _mean_over_variables(errors, variable, n_variables):
+    """The mean over variables of each variable's mean error (those with any)."""
+    count = np.bincount(variable, minlength=n_variables)
+    total = np.bincount(variable, errors, minlength=n_variables)
+    return float(np.mean(total[count > 0] / count[count > 0]))
 
 
 def _variances(data):

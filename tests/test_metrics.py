@@ -148,6 +148,23 @@ def test_held_out_error_of_several_variables_does_not_depend_on_their_units(as_t
     assert_allclose(errors[0][1], errors[1][1], rtol=1e-9)
 
 
+def test_held_out_error_weighs_every_variable_alike():
+    # a variable seen 8-12 times hides several times more values than one
+    # seen 2-4 times; each variable's mean relative error counts once (as
+    # multivariate PACE's choice of K weighs them), not each hidden value
+    data = fi.simulate.multivariate_gaussian(n=40, random_state=1).train.data
+    kernel = fi.KernelImputer(bandwidth=0.2)
+    error, errors = held_out_error(
+        kernel, data, refit=True, random_state=0, return_errors=True
+    )
+    _, hidden, _ = split_held_out(data, 0.2, random_state=0)
+    counts = np.bincount(hidden.variable)
+    assert counts.max() >= 2 * counts.min()
+    per_variable = [errors[hidden.variable == j].mean() for j in range(len(counts))]
+    assert error == pytest.approx(np.mean(per_variable), rel=1e-12)
+    assert error != pytest.approx(np.mean(errors), rel=1e-3)
+
+
 def test_held_out_scorer_tunes_an_imputer_of_several_variables():
     from sklearn.model_selection import GridSearchCV, KFold
 
