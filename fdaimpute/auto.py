@@ -183,16 +183,18 @@ class AutoImputer(BaseImputer):
         self.random_state = random_state
 
     def _check_candidates(self):
-        names = (
-            (self.candidates,)
-            if isinstance(self.candidates, str)
-            else tuple(self.candidates)
-        )
+        given = self.candidates
+        if isinstance(given, str):
+            names = (given,)
+        elif isinstance(given, (tuple, list, set, frozenset)):
+            names = tuple(given)
+        else:
+            names = ()
         unknown = [c for c in names if c not in CANDIDATES]
-        if not names or unknown:
+        if not names or unknown or len(set(names)) < len(names):
             raise ValueError(
-                f"candidates must be a non-empty subset of {CANDIDATES}, "
-                f"got {self.candidates!r}"
+                f"candidates must be a non-empty subset of {CANDIDATES}, each "
+                f"named once, got {given!r}"
             )
         return names
 

@@ -30,14 +30,19 @@ def plot_curves(
 
     Parameters
     ----------
-    data : IrregularData or accepted input
-        The observed subjects.
+    data : IrregularData, long DataFrame or list of (t, y) pairs
+        The observed subjects (a matrix with NaN:
+        ``IrregularData.from_dense(X, times)``).
     curves : ndarray of shape (n_subjects, n_grid) or dict of them
         Imputed curves; a dict maps a method name to its curves.
     grid : array-like of shape (n_grid,)
         Times of the curves' columns.
     truth : ndarray of shape (n_subjects, n_grid), default=None
         True curves, drawn dashed when known (simulations).
+
+        ``curves``, ``std`` and ``truth`` have one row per subject of
+        ``data``, in its order; DataFrames indexed by the subjects' ids (the
+        pandas output of ``transform``) are matched to them by id.
     std : ndarray of shape (n_subjects, n_grid) or dict of them, default=None
         Pointwise standard deviations, drawn as 95% bands (``curve ± 1.96
         std``) in the colour of their curve. An array belongs to the first
@@ -77,7 +82,14 @@ def plot_curves(
 
     data = as_irregular(data)
     if data is None:
-        raise TypeError("data must be IrregularData, a long DataFrame or (t, y) pairs")
+        raise TypeError(
+            "data must be IrregularData, a long DataFrame or (t, y) pairs; for "
+            "a matrix with NaN, IrregularData.from_dense(X, times)"
+        )
+    if isinstance(ncols, (bool, np.bool_)) or not isinstance(ncols, (int, np.integer)):
+        raise TypeError(f"ncols must be an int, got {ncols!r}")
+    if ncols < 1:
+        raise ValueError(f"ncols must be at least 1, got {ncols}")
     if band_of not in ("curve", "observation"):
         raise ValueError(f"band_of must be 'curve' or 'observation', got {band_of!r}")
     band_label = (
@@ -88,7 +100,16 @@ def plot_curves(
     _, time_name, value_name = data.names or ("id", "time", "value")
     grid = np.asarray(grid, dtype=float)
     sets = curves if isinstance(curves, dict) else {"imputed": curves}
-    bands = _bands(sets, std)
+    sets = {
+        name: _per_subject(c, data, grid, f"curves {name!r}")
+        for name, c in sets.items()
+    }
+    bands = {
+        name: _per_subject(s, data, grid, f"std of {name!r}", nonnegative=True)
+        for name, s in _bands(sets, std).items()
+    }
+    if truth is not None:
+        truth = _per_subject(truth, data, grid, "truth")
     positions = _positions(data, subjects)
     if axes is None:
         nrows = int(np.ceil(positions.size / ncols))
@@ -111,7 +132,6 @@ def plot_curves(
         if truth is not None:
             ax.plot(grid, truth[i], "k--", lw=1.2, label="truth")
         for name, c in sets.items():
-            c = np.asarray(c)
             line = ax.plot(grid, c[i], lw=1.6, label=name)[0]
             if name in bands:
                 s = bands[name][i]
@@ -133,6 +153,41 @@ def plot_curves(
     flat[0].legend(fontsize=8, loc="best")
     fig.tight_layout()
     return fig
+
+
+def _per_subject(values, data, grid, name, nonnegative=False):
+    """``values`` as a float array of one row per subject of ``data``, in its order.
+
+    A DataFrame indexed by the subjects' ids (``set_output(transform="pandas")``,
+    perhaps sorted since) is put in ``data``'s order by id; with another index
+    its rows are taken in order. The shape must be ``(len(data), grid.size)``.
+    """
+    index = getattr(values, "index", None)
+    if index is not None and not _is_default_index(index, len(data)):
+        ids = np.asarray(data.ids).astype(str)
+        labels = np.asarray(index).astype(str)
+        if len(labels) != len(ids) or set(labels) != set(ids):
+            raise ValueError(
+                f"{name}: the index holds other ids than the data's subjects "
+                f"(such as {labels[:3].tolist()} against {ids[:3].tolist()}); pass "
+                "the curves of these subjects"
+            )
+        values = values.iloc[np.argsort(labels)[np.searchsorted(np.sort(labels), ids)]]
+    array = np.asarray(values, dtype=float)
+    if array.shape != (len(data), grid.size):
+        raise ValueError(
+            f"{name} has shape {array.shape}, but the data hold {len(data)} "
+            f"subjects and the grid {grid.size} times"
+        )
+    if nonnegative and np.any(array < 0):
+        raise ValueError(f"{name} has negative values")
+    return array
+
+
+def _is_default_index(index, n):
+    """Whether ``index`` is positions ``0..n-1`` (a RangeIndex of the rows)."""
+    labels = np.asarray(index)
+    return labels.dtype.kind in "iu" and np.array_equal(labels, np.arange(n))
 
 
 def _bands(sets, std):

@@ -547,7 +547,7 @@ def nonlinear_coupling(
     >>> int(sim.train.data.counts[:, 1].max()) <= 4
     True
     """
-    if len(n_obs) != 2:
+    if not isinstance(n_obs, (list, tuple)) or len(n_obs) != 2:
         raise ValueError(f"n_obs needs two sparsities (x0, x1), got {n_obs!r}")
     process = QuadraticCouplingProcess(n_harmonics, linear_weight, scales)
     return sample_multivariate(

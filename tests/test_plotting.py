@@ -248,3 +248,51 @@ def test_axes_are_labelled_with_the_data_columns_and_the_band_says_what_it_cover
     assert "imputed: 95% band of the curve" in ax.get_legend_handles_labels()[1]
     with pytest.raises(ValueError, match="band_of"):
         fi.plotting.plot_curves(data, curves, grid, band_of="subject")
+
+
+def _fitted_frames():
+    sim = fi.simulate.sand_paper(n=60, n_obs="4-6", random_state=0)
+    frame = sim.test.data.to_long()
+    frame["id"] = "s" + frame["id"].astype(str).str.zfill(2)
+    data = fi.IrregularData.from_long(frame)
+    imp = fi.KernelImputer(grid=sim.grid).fit(sim.train.data)
+    imp.set_output(transform="pandas")
+    curves, std = imp.transform(data, return_std=True)
+    return data, curves, std, sim.grid
+
+
+def test_curves_given_as_a_frame_are_matched_to_subjects_by_id():
+    # the pandas output sorted in reverse: each panel drew the curve of the
+    # subject in its row, not its own
+    data, curves, std, grid = _fitted_frames()
+    first = data.ids[0]
+    backwards = curves.sort_index(ascending=False)
+    fig = fi.plotting.plot_curves(
+        data,
+        backwards,
+        grid,
+        std=std.sort_index(ascending=False),
+        truth=curves,
+        subjects=[first],
+    )
+    ax = fig.axes[0]
+    assert ax.get_title() == f"subject {first}"
+    drawn = [
+        line.get_ydata() for line in ax.get_lines() if line.get_label() == "imputed"
+    ]
+    np.testing.assert_array_equal(drawn[0], curves.loc[first].to_numpy())
+
+
+def test_curves_of_other_subjects_or_sizes_are_refused():
+    data, curves, std, grid = _fitted_frames()
+    other = curves.rename(index=lambda i: i + "x")
+    with pytest.raises(ValueError, match="other ids"):
+        fi.plotting.plot_curves(data, other, grid)
+    with pytest.raises(ValueError, match="shape"):
+        fi.plotting.plot_curves(data, curves.to_numpy()[:-1], grid)
+    with pytest.raises(ValueError, match="shape"):
+        fi.plotting.plot_curves(data, curves, grid, std=std.to_numpy()[:, :1])
+    with pytest.raises(ValueError, match="negative"):
+        fi.plotting.plot_curves(data, curves, grid, std=-std)
+    with pytest.raises(ValueError, match="ncols"):
+        fi.plotting.plot_curves(data, curves, grid, ncols=0)

@@ -121,3 +121,41 @@ def test_bad_simulation_settings():
         fi.simulate.sand_paper(n=10, split=(0.5, 0.1, 0.1))
     with pytest.raises(ValueError, match="scores"):
         FourierProcess(scores="cauchy")
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"n": 1}, ValueError, "n must be at least 2"),
+        ({"n": 10.0}, TypeError, "n must be an int"),
+        ({"n": 20, "snr": 0}, ValueError, "snr must be a positive"),
+        ({"n": 20, "snr": -1.0}, ValueError, "snr must be a positive"),
+    ],
+)
+def test_sizes_that_cannot_make_a_simulation_are_refused(kwargs, error, match):
+    # n = 1 failed later on a NaN noise SD (an SD across one curve), snr = -1
+    # gave a negative noise SD
+    with pytest.raises(error, match=match):
+        fi.simulate.sand_paper(n_obs="3-5", random_state=0, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_obs": 5}, "one sparsity per variable"),
+        ({"n_obs": "2-2"}, "one sparsity per variable"),
+        ({"scales": [1.0, 2.0]}, "one value per variable"),
+        ({"scales": [1.0, -1.0, 2.0]}, "scales must be positive"),
+        ({"n_variables": 0}, "n_variables must be 1 to 5"),
+    ],
+)
+def test_multivariate_arguments_are_checked(kwargs, match):
+    # a string was read a character per variable, an int crashed on len()
+    with pytest.raises(ValueError, match=match):
+        fi.simulate.multivariate_gaussian(n=20, random_state=0, **kwargs)
+
+
+def test_a_pair_of_sparsities_must_be_integers():
+    with pytest.raises(ValueError, match="n_obs must be"):
+        fi.simulate.parse_n_obs((2.5, 4))
+    assert fi.simulate.parse_n_obs((2, 4)) == (2, 4)

@@ -395,7 +395,8 @@ def test_auto_imputer_scores_are_held_out_errors(name):
     from fdaimpute._fpca.folds import heldout_folds
 
     data = _small_design(6, 40, 5)
-    auto = fi.AutoImputer(candidates=("pace", name), random_state=0).fit(data)
+    candidates = ("pace", "kernel" if name == "pace" else name)  # each named once
+    auto = fi.AutoImputer(candidates=candidates, random_state=0).fit(data)
     rng = np.random.RandomState(0)
     seed = int(rng.randint(np.iinfo(np.int32).max))
     val, folds = heldout_folds(data.offsets, rng)
@@ -693,3 +694,10 @@ def test_mfpca_linear_rung_only_after_every_cubic_fit(monkeypatch):
     first_linear = degrees.index(1)
     assert set(degrees[:first_linear]) == {3} and first_linear > 1
     assert linear.degree_ == 1
+
+
+@pytest.mark.parametrize("candidates", [None, ("kernel", "kernel"), ()])
+def test_auto_imputer_refuses_candidates_it_cannot_mix(candidates):
+    sim = fi.simulate.sand_paper(n=40, n_obs="3-5", random_state=0)
+    with pytest.raises(ValueError, match="candidates must be"):
+        fi.AutoImputer(candidates=candidates).fit(sim.train.data)

@@ -14,11 +14,12 @@ linear predictor given every observation of every variable is exact
 from __future__ import annotations
 
 import copy
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from fdaimpute._sim.sampling import parse_n_obs
+from fdaimpute._sim.sampling import check_size, parse_n_obs
 from fdaimpute.multivariate import MultivariateIrregularData
 
 
@@ -236,10 +237,14 @@ def sample_multivariate(
     -------
     MultivariateSimulation
     """
+    check_size(n, snr)
     rng = np.random.default_rng(random_state)
     p = process.n_variables
-    if len(n_obs) != p:
-        raise ValueError(f"n_obs needs one sparsity per variable ({p}), got {n_obs}")
+    if not isinstance(n_obs, (list, tuple)) or len(n_obs) != p:
+        raise ValueError(
+            f"n_obs needs one sparsity per variable ({p}), such as "
+            f"{['8-12'] * p}; got {n_obs!r}"
+        )
     ranges = [parse_n_obs(v) for v in n_obs]
     a, b = process.domain
     grid = np.linspace(a, b, 101) if grid is None else np.asarray(grid, dtype=float)
@@ -309,8 +314,21 @@ def shared_fourier_process(
         raise ValueError(
             f"coupling must be 'shared' or 'independent', got {coupling!r}"
         )
-    scales = [1.0, 4.0, 0.25, 2.0, 0.5][:n_variables] if scales is None else scales
-    scales = np.broadcast_to(np.asarray(scales, float), (n_variables,)).copy()
+    defaults = [1.0, 4.0, 0.25, 2.0, 0.5]
+    if isinstance(n_variables, bool) or not isinstance(n_variables, numbers.Integral):
+        raise TypeError(f"n_variables must be an int, got {n_variables!r}")
+    if n_variables < 1 or (scales is None and n_variables > len(defaults)):
+        raise ValueError(
+            f"n_variables must be 1 to {len(defaults)} with the default scales "
+            f"(give scales for more), got {n_variables}"
+        )
+    scales = defaults[:n_variables] if scales is None else scales
+    scales = np.asarray(scales, dtype=float)
+    if scales.ndim > 1 or scales.size not in (1, n_variables):
+        raise ValueError(f"scales needs one value per variable ({n_variables})")
+    if not np.all(np.isfinite(scales)) or np.any(scales <= 0):
+        raise ValueError(f"scales must be positive, got {scales.tolist()}")
+    scales = np.broadcast_to(scales, (n_variables,)).copy()
     k = np.arange(1, n_harmonics + 1)
     m = 2 * n_harmonics
     n_scores = m if coupling == "shared" else m * n_variables

@@ -91,7 +91,11 @@ def parse_n_obs(n_obs):
                 lo, hi = (int(parts[0]), int(parts[-1])) if len(parts) <= 2 else (0, -1)
             except ValueError:
                 lo, hi = 0, -1
-    elif isinstance(n_obs, (tuple, list)) and len(n_obs) == 2:
+    elif (
+        isinstance(n_obs, (tuple, list))
+        and len(n_obs) == 2
+        and all(isinstance(v, numbers.Integral) for v in n_obs)
+    ):
         lo, hi = int(n_obs[0]), int(n_obs[1])
     else:
         lo, hi = 0, -1
@@ -101,6 +105,28 @@ def parse_n_obs(n_obs):
             f"{sorted(_NAMED_SPARSITY)}; got {n_obs!r}"
         )
     return lo, hi
+
+
+def check_size(n, snr):
+    """Refuse a number of subjects ``n`` or a signal-to-noise ratio ``snr``
+    that cannot make a simulation (with ``snr``, the noise is set from the
+    curves' SD across subjects, which needs two)."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"n must be an int, got {n!r}")
+    if n < (2 if snr is not None else 1):
+        need = (
+            "2 (the noise is set from the curves' SD across subjects)"
+            if snr is not None
+            else "1"
+        )
+        raise ValueError(f"n must be at least {need}, got {n}")
+    if snr is not None and (
+        isinstance(snr, bool)
+        or not isinstance(snr, numbers.Real)
+        or not np.isfinite(snr)
+        or snr <= 0
+    ):
+        raise ValueError(f"snr must be a positive number, got {snr!r}")
 
 
 def sample(
@@ -150,6 +176,7 @@ def sample(
     -------
     Simulation
     """
+    check_size(n, snr)
     rng = np.random.default_rng(random_state)
     lo, hi = parse_n_obs(n_obs)
     a, b = process.domain
