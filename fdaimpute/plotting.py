@@ -34,15 +34,14 @@ def plot_curves(
         The observed subjects (a matrix with NaN:
         ``IrregularData.from_dense(X, times)``).
     curves : ndarray of shape (n_subjects, n_grid) or dict of them
-        Imputed curves; a dict maps a method name to its curves.
+        Imputed curves; a dict maps a method name to its curves. Like
+        ``std`` and ``truth``, one row per subject of ``data``, in its
+        order; DataFrames indexed by the subjects' ids (the pandas output of
+        ``transform``) are matched to them by id.
     grid : array-like of shape (n_grid,)
         Times of the curves' columns.
     truth : ndarray of shape (n_subjects, n_grid), default=None
         True curves, drawn dashed when known (simulations).
-
-        ``curves``, ``std`` and ``truth`` have one row per subject of
-        ``data``, in its order; DataFrames indexed by the subjects' ids (the
-        pandas output of ``transform``) are matched to them by id.
     std : ndarray of shape (n_subjects, n_grid) or dict of them, default=None
         Pointwise standard deviations, drawn as 95% bands (``curve ± 1.96
         std``) in the colour of their curve. An array belongs to the first
@@ -159,20 +158,23 @@ def _per_subject(values, data, grid, name, nonnegative=False):
     """``values`` as a float array of one row per subject of ``data``, in its order.
 
     A DataFrame indexed by the subjects' ids (``set_output(transform="pandas")``,
-    perhaps sorted since) is put in ``data``'s order by id; with another index
-    its rows are taken in order. The shape must be ``(len(data), grid.size)``.
+    perhaps sorted since) is put in ``data``'s order by id; one with the
+    default index ``0..n-1`` (not the ids) is taken in order. The shape must be
+    ``(len(data), grid.size)``.
     """
     index = getattr(values, "index", None)
-    if index is not None and not _is_default_index(index, len(data)):
+    if index is not None:
         ids = np.asarray(data.ids).astype(str)
         labels = np.asarray(index).astype(str)
-        if len(labels) != len(ids) or set(labels) != set(ids):
+        if len(labels) == len(ids) and set(labels) == set(ids):
+            order = np.argsort(labels)
+            values = values.iloc[order[np.searchsorted(labels[order], ids)]]
+        elif not _is_default_index(index, len(data)):
             raise ValueError(
                 f"{name}: the index holds other ids than the data's subjects "
                 f"(such as {labels[:3].tolist()} against {ids[:3].tolist()}); pass "
                 "the curves of these subjects"
             )
-        values = values.iloc[np.argsort(labels)[np.searchsorted(np.sort(labels), ids)]]
     array = np.asarray(values, dtype=float)
     if array.shape != (len(data), grid.size):
         raise ValueError(

@@ -296,3 +296,23 @@ def test_curves_of_other_subjects_or_sizes_are_refused():
         fi.plotting.plot_curves(data, curves, grid, std=-std)
     with pytest.raises(ValueError, match="ncols"):
         fi.plotting.plot_curves(data, curves, grid, ncols=0)
+
+
+def test_frames_are_matched_by_id_when_the_ids_are_positions_in_another_order():
+    # ids 0..n-1 in another order than the frame's sorted index: by id, not
+    # by row
+    sim = fi.simulate.sand_paper(n=40, n_obs="4-6", random_state=0)
+    data = sim.train.data
+    order = np.arange(len(data))[::-1]
+    shuffled = fi.IrregularData.from_long(
+        data.to_long().set_index("id").loc[order].reset_index()
+    )
+    imp = fi.KernelImputer(grid=sim.grid).fit(data).set_output(transform="pandas")
+    curves = imp.transform(shuffled).sort_index()
+    fig = fi.plotting.plot_curves(shuffled, curves, sim.grid, subjects=[5])
+    drawn = [
+        line.get_ydata()
+        for line in fig.axes[0].get_lines()
+        if line.get_label() == "imputed"
+    ]
+    np.testing.assert_array_equal(drawn[0], curves.loc[5].to_numpy())
