@@ -260,8 +260,7 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         :meth:`~fdaimpute.base.BaseImputer._refit_while_implausible`).
         """
         chosen = (self.n_basis_, self.n_components_)
-        column = 0 if self.n_components == "cv" else 1
-        table = {(chosen[0], k): c[column] for k, c in best.criteria.items()}
+        table = _criteria_by_rank(chosen[0], best, options)
         table.update(
             self._criteria(
                 data, times, values, options, other_sizes(chosen[0], self.degree, times)
@@ -276,14 +275,13 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
 
     def _criteria(self, data, times, values, options, sizes):
         """``{(size, k): criterion}`` of the fits at each of ``sizes``."""
-        column = 0 if options["n_components"] == "cv" else 1
         table = {}
         for size in sizes:
             with one_blas_thread():
                 fit = fit_mfpca(
                     times, values, data.offsets, (0.0, 1.0), dict(options, n_basis=size)
                 )
-            table.update({(size, k): c[column] for k, c in fit.criteria.items()})
+            table.update(_criteria_by_rank(size, fit, options))
         return table
 
     def _ladder(self, data, times, values, options, table):
@@ -357,3 +355,10 @@ class MFPCAImputer(SplineModelPredictor, BaseImputer):
         self.n_basis_ = model.cov_knots.size - model.degree - 1
         self.degree_ = model.degree
         return result
+
+
+def _criteria_by_rank(size, fit, options):
+    """``{(size, k): criterion}`` of each rank of one fit at basis ``size``:
+    its approximate CV score with ``n_components="cv"``, else its BIC."""
+    column = 0 if options["n_components"] == "cv" else 1
+    return {(size, k): c[column] for k, c in fit.criteria.items()}
