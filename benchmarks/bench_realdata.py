@@ -18,7 +18,11 @@ processes run different splits of one table (on one GPU, say), and
 ``--load-rows`` pools the splits of all files before it summarises. For the
 networks with a base the saved scores include the gate's decision: the best
 epoch, and the comparison of that epoch with the base (gain, z, signed-rank
-p-value; :class:`fdaimpute.nn.Trainer`'s ``start_gain``).
+p-value; :class:`fdaimpute.nn.Trainer`'s ``start_gain``). With
+``--subject-errors`` they also hold each subject's summed squared error at its
+hidden values and, for a network, the subjects it trained on (``split_``), so
+that its error on the subjects it saw can be told from its error on those it
+held out for validation.
 
 Usage::
 
@@ -129,9 +133,17 @@ def one_split(data, split, args):
     visible, hidden, rows = split_held_out(data, 0.2, min_keep=2, random_state=split)
     times = np.split(hidden.times, hidden.offsets[1:-1])
 
+    owner = np.repeat(np.arange(len(times)), [t.size for t in times])
+
     def held_out_mse(est):
         pred = np.concatenate(est.predict_at(visible[rows], times))
         return float(np.mean((pred - hidden.values) ** 2))
+
+    def subject_errors(est):
+        """Each subject's summed squared error at its hidden values."""
+        pred = np.concatenate(est.predict_at(visible[rows], times))
+        sse = np.bincount(owner, (pred - hidden.values) ** 2, minlength=len(times))
+        return [float(f"{x:.6g}") for x in sse]
 
     scores = {}
     for method in args.methods:
@@ -147,6 +159,11 @@ def one_split(data, split, args):
             "kept_base": getattr(est, "best_epoch_", 0) == -1,
             **_training_record(est, held_out_mse),
         }
+        if args.subject_errors:
+            scores[method]["subject_sse"] = subject_errors(est)
+            scores[method]["subject_rows"] = [int(r) for r in np.asarray(rows)]
+            if hasattr(est, "split_"):
+                scores[method]["network_train"] = [int(i) for i in est.split_["train"]]
         gate = scores[method].get("gate")
         print(
             f"  split {split} {method:<13} MSE {1000 * scores[method]['mse']:.3f} "
@@ -274,6 +291,13 @@ def main(argv=None):
         dest="no_calibration",
         action="store_true",
         help="skip the networks' cross-fitted band calibration (curves unchanged)",
+    )
+    parser.add_argument(
+        "--subject-errors",
+        dest="subject_errors",
+        action="store_true",
+        help="save each subject's squared error at its hidden values (and, for "
+        "the networks, which subjects they trained on)",
     )
     parser.add_argument("--n-subjects", dest="n_subjects", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=None)

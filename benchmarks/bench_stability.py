@@ -452,6 +452,9 @@ def main(argv=None):
     )
     parser.add_argument("--note", default="", help="a line to add under the table")
     parser.add_argument(
+        "--note-file", help="a file whose text is added under the table (after --note)"
+    )
+    parser.add_argument(
         "--compare-rows",
         nargs="+",
         help="earlier rows: print the fits whose held-out RMSE moved since",
@@ -474,6 +477,9 @@ def main(argv=None):
         print("\n".join(moved_fits(earlier, rows)) + "\n")
     table, lines = summarize(rows)
     text = markdown_table(table, COLUMNS) + "\n\n" + "\n".join(lines)
+    notes = [args.note] if args.note else []
+    if args.note_file:
+        notes.append(Path(args.note_file).read_text().strip())
     print(text)
     print(machine())
     if args.write:
@@ -485,7 +491,7 @@ def main(argv=None):
             "95% prediction-interval coverage of held-out values by thirds of the "
             "time range (see the docstring of `benchmarks/bench_stability.py`).\n\n"
             + text
-            + ("\n\n" + args.note if args.note else ""),
+            + "".join("\n\n" + note for note in notes),
         )
 
 
