@@ -1,0 +1,225 @@
+"""How much the base gate's comparison can tell, and what each rule would keep.
+
+With a statistical base (``base="pace"``) SAND keeps its best epoch only if,
+on comparison subjects that did not choose it, the epoch's held-out error is
+below the base's by ``start_margin`` standard errors and a one-sided
+Wilcoxon signed-rank test of the subjects' drops has ``p < start_level``
+(:class:`fdaimpute.nn.Trainer`). This script trains SAND on its PACE base
+with the gate open (the mix is always kept), so that what the mix is worth on
+the held-out observations of the ``bench_realdata.py`` split is known
+whatever a rule decides, and records the comparison subjects' errors of the
+best epoch and of the start (the base) under the trainer's own draw of
+hidden points and under ``--masks`` further draws. Rules can then be judged
+offline on the saved rows: which cases each keeps, and what that costs or
+gains against PACE.
+
+Usage::
+
+    python benchmarks/bench_gate_power.py --cases uk-30:0 uk-3-5:3@1000 \\
+        --threads 1 --save-rows rows.json
+    python benchmarks/bench_gate_power.py --load-rows rows.json
+
+A case is ``dataset:split`` (all subjects) or ``dataset:split@n`` (``n``
+subjects drawn as ``bench_realdata.py --n-subjects`` draws them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import machine, markdown_table  # noqa: E402
+from bench_realdata import DATASETS  # noqa: E402
+
+import fdaimpute as fi  # noqa: E402
+from fdaimpute.metrics import split_held_out  # noqa: E402
+from fdaimpute.nn.validation import (  # noqa: E402
+    hide_validation_observations,
+    paired_gain,
+    signed_rank_p,
+    subject_squared_errors,
+)
+
+
+def _recording(trainer_class, masks):
+    """``trainer_class`` with its gate open, recording the comparison errors."""
+
+    class Recording(trainer_class):
+        probe = None
+
+        def _check_gain(self, valid, hidden):
+            self.module.eval()
+
+            def errors(state, flags):
+                self.module.load_state_dict(state)
+                sums, counts = subject_squared_errors(
+                    self.forward,
+                    valid,
+                    flags,
+                    self.grid,
+                    self.anchors,
+                    self.batch_size,
+                    read=self.read,
+                )
+                return sums.tolist(), counts.tolist()
+
+            flags = [hidden] + [
+                hide_validation_observations(valid, 7919 + m) for m in range(masks)
+            ]
+            self.probe = [
+                {
+                    "best": errors(self.best_state, f),
+                    "start": errors(self.start_state, f),
+                }
+                for f in flags
+            ]
+            super()._check_gain(valid, hidden)
+
+        def _start_beaten(self, best, start):
+            gain, _ = super()._start_beaten(best, start)
+            return gain, True
+
+    return Recording
+
+
+class OpenGateSAND(fi.SANDImputer):
+    """SAND on its base with the gate open (see the module docstring)."""
+
+    masks = 8
+
+    def _trainer_class(self):
+        return _recording(super()._trainer_class(), self.masks)
+
+    def _make_trainer(self, module, settings, **kwargs):
+        self.probe_trainer = super()._make_trainer(module, settings, **kwargs)
+        return self.probe_trainer
+
+
+def run_case(case, args):
+    """The mix's, PACE's (and SAND alone's) held-out MSE and the recorded gate."""
+    name, rest = case.split(":")
+    split, _, size = rest.partition("@")
+    split = int(split)
+    data = DATASETS[name]()
+    rng = np.random.default_rng(1000 + split)
+    if size and int(size) < len(data):
+        data = data.take(np.sort(rng.choice(len(data), int(size), replace=False)))
+    visible, hidden, rows = split_held_out(data, 0.2, min_keep=2, random_state=split)
+    times = np.split(hidden.times, hidden.offsets[1:-1])
+
+    def mse(est):
+        pred = np.concatenate(est.predict_at(visible[rows], times))
+        return float(np.mean((pred - hidden.values) ** 2))
+
+    options = {"random_state": args.seed, "calibration_folds": None}
+    OpenGateSAND.masks = args.masks
+    start = time.perf_counter()
+    mix = OpenGateSAND(base="pace", **options).fit(visible)
+    record = {
+        "case": case,
+        "n": len(data),
+        "mix": mse(mix),
+        "base": mse(mix.base_),
+        "mix_s": time.perf_counter() - start,
+        "gate": None if mix.start_gain_ is None else list(mix.start_gain_),
+        "weight": np.ravel(mix.base_weight_).tolist(),
+        "probe": mix.probe_trainer.probe,
+        "pace": mse(fi.PACEImputer(random_state=args.seed).fit(visible)),
+    }
+    if args.alone:
+        record["sand"] = mse(fi.SANDImputer(base=None, **options).fit(visible))
+    return record
+
+
+RULES = {
+    "z>=1, p<0.05 (today)": lambda z, p, zm, pm: z >= 1 and p < 0.05,
+    "z>=1": lambda z, p, zm, pm: z >= 1,
+    "masks: z>=1, p<0.05": lambda z, p, zm, pm: zm >= 1 and pm < 0.05,
+    "masks: z>=2": lambda z, p, zm, pm: zm >= 2,
+    "masks: z>=2, p<0.05": lambda z, p, zm, pm: zm >= 2 and pm < 0.05,
+}
+
+
+def statistics(record):
+    """``z`` and ``p`` on the trainer's draw, and on every draw pooled."""
+    if record["probe"] is None:
+        return None
+    arrays = [
+        {k: tuple(np.asarray(x) for x in draw[k]) for k in ("best", "start")}
+        for draw in record["probe"]
+    ]
+    first = arrays[0]
+    z = paired_gain(first["best"], first["start"])[1]
+    p = signed_rank_p(first["best"], first["start"])
+
+    def pooled(key):
+        return tuple(sum(a[key][i] for a in arrays) for i in (0, 1))
+
+    zm = paired_gain(pooled("best"), pooled("start"))[1]
+    pm = signed_rank_p(pooled("best"), pooled("start"))
+    return z, p, zm, pm
+
+
+def table(records):
+    """One row per case: the statistics, the mix against PACE, each rule's pick."""
+    out = []
+    for r in records:
+        stats = statistics(r)
+        row = {
+            "case": r["case"],
+            "n": r["n"],
+            "mix / PACE": f"{r['mix'] / r['pace']:.3f}",
+            "base / PACE": f"{r['base'] / r['pace']:.3f}",
+            "SAND / PACE": f"{r['sand'] / r['pace']:.3f}" if "sand" in r else "",
+        }
+        if stats is None:
+            row.update(z="", p="", z_masks="", p_masks="")
+        else:
+            z, p, zm, pm = stats
+            row.update(
+                z=f"{z:.2f}", p=f"{p:.3f}", z_masks=f"{zm:.2f}", p_masks=f"{pm:.3g}"
+            )
+        for name, rule in RULES.items():
+            keep = stats is not None and rule(*stats)
+            row[name] = "mix" if keep else "PACE"
+        out.append(row)
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", nargs="+", default=[])
+    parser.add_argument("--masks", type=int, default=8)
+    parser.add_argument("--alone", action="store_true", help="also fit SAND alone")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--save-rows")
+    parser.add_argument("--load-rows", nargs="+")
+    args = parser.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.load_rows:
+        records = [r for p in args.load_rows for r in json.loads(Path(p).read_text())]
+    else:
+        records = []
+        for case in args.cases:
+            records.append(run_case(case, args))
+            print(markdown_table(table(records[-1:]), list(table(records[-1:])[0])))
+            if args.save_rows:
+                Path(args.save_rows).write_text(json.dumps(records))
+    rows = table(records)
+    print(markdown_table(rows, list(rows[0])))
+    print(machine())
+
+
+if __name__ == "__main__":
+    main()
