@@ -57,6 +57,43 @@ def test_untrained_network_is_the_base(cls, params, data):
         )
 
 
+@torch_classes
+def test_a_kept_network_mixes_with_the_base_refitted_on_every_subject(
+    cls, params, data, monkeypatch
+):
+    # the gate opened (every epoch replaces the start, no comparison): the
+    # network is kept, and the base its curve is mixed with is refitted on
+    # every subject, as PACEImputer(random_state=...) on the same data; the
+    # curves are b + g (f - b) with that base
+    from fdaimpute.nn import training
+
+    keep = training.Trainer._keep_if_best
+
+    def always(self, score, epoch):
+        return keep(self, score - 1e6 if epoch >= self.start_epoch else score, epoch)
+
+    monkeypatch.setattr(training.Trainer, "_keep_if_best", always)
+    monkeypatch.setattr(training.Trainer, "_check_gain", lambda self, v, h: None)
+    model = cls(**dict(params, base="pace", max_epochs=2)).fit(data)
+    assert model.best_epoch_ >= 0 and model.base_weight_ != 0
+    assert model.base_.n_subjects_fit_ == len(data)
+    pace = fi.PACEImputer(grid=model.grid_, random_state=params["random_state"])
+    base = pace.fit(data).transform(data)
+    np.testing.assert_allclose(model.base_.transform(data, grid=model.grid_), base)
+    module = model.module_
+    gate = module.base_gate.detach().clone()
+    with torch.no_grad():
+        module.base_gate.zero_()
+        module.base_gate.add_(1.0)
+    network = model.transform(data)
+    with torch.no_grad():
+        module.base_gate.copy_(gate)
+    g = float(gate)
+    np.testing.assert_allclose(
+        model.transform(data), base + g * (network - base), rtol=1e-4, atol=1e-4
+    )
+
+
 @pytest.mark.parametrize(
     "cls, params",
     [
@@ -236,7 +273,9 @@ def test_signed_rank_p_tells_a_shared_gain_from_a_few_subjects_gain():
 def test_trainer_keeps_the_start_unless_the_gain_is_shared(monkeypatch):
     from fdaimpute.nn import training, validation
 
-    trainer = training.Trainer(torch.nn.Linear(1, 1), np.linspace(0, 1, 5))
+    trainer = training.Trainer(
+        torch.nn.Linear(1, 1), np.linspace(0, 1, 5), start_level=0.05
+    )
     trainer.best_state, trainer.start_state = "best", "start"
     trainer.best_epoch, trainer.start_epoch = 3, 0
     monkeypatch.setattr(trainer.module, "load_state_dict", lambda state: None)
@@ -250,6 +289,77 @@ def test_trainer_keeps_the_start_unless_the_gain_is_shared(monkeypatch):
         assert trainer.best_state == kept
         assert trainer.start_gain == (0.1, z, p)
         assert trainer.best_epoch == (3 if kept == "best" else -1)
+    # by default the signed-rank test is off: the standard errors decide
+    trainer.start_level = training.Trainer(
+        torch.nn.Linear(1, 1), np.r_[0.0, 1.0]
+    ).start_level
+    for z, kept in [(3.0, "best"), (0.5, "start")]:
+        monkeypatch.setattr(validation, "paired_gain", lambda e, r, z=z: (0.1, z))
+        monkeypatch.setattr(validation, "signed_rank_p", lambda e, r: 0.9)
+        trainer.best_state, trainer.best_epoch = "best", 3
+        trainer._check_gain(None, None)
+        assert trainer.best_state == kept
+
+
+def test_pooled_subject_errors_add_the_draws(data):
+    # one draw is subject_squared_errors itself; a draw repeated doubles each
+    # subject's sums and counts and leaves the gain and its z unchanged;
+    # distinct draws add their own points
+    from fdaimpute.nn import RaggedTensors
+    from fdaimpute.nn.validation import (
+        hide_validation_observations,
+        pooled_subject_errors,
+        subject_squared_errors,
+    )
+
+    tensors = RaggedTensors(data.times, data.values, data.offsets)
+    grid = torch.linspace(0, 1, 11)
+
+    def forward(batch):
+        return torch.zeros(batch.times.shape[0], grid.numel())
+
+    def read(out, batch):
+        return out[:, :1].expand_as(batch.values) + 0.1 * batch.times
+
+    args = (forward, tensors)
+    first, second = (hide_validation_observations(tensors, s) for s in (0, 1))
+    one = subject_squared_errors(*args, first, grid, read=read)
+    np.testing.assert_array_equal(
+        pooled_subject_errors(*args, first, grid, read=read)[0], one[0]
+    )
+    twice = pooled_subject_errors(*args, [first, first], grid, read=read)
+    np.testing.assert_allclose(twice[0], 2 * one[0])
+    np.testing.assert_allclose(twice[1], 2 * one[1])
+    reference = (one[0] + 0.05 * one[1], one[1])
+    doubled = (2 * reference[0], 2 * reference[1])
+    np.testing.assert_allclose(paired_gain(twice, doubled), paired_gain(one, reference))
+    other = subject_squared_errors(*args, second, grid, read=read)
+    both = pooled_subject_errors(*args, [first, second], grid, read=read)
+    np.testing.assert_allclose(both[0], one[0] + other[0])
+    np.testing.assert_allclose(both[1], one[1] + other[1])
+
+
+def test_comparison_subjects_judge_on_several_draws(data, monkeypatch):
+    # with a base, the best epoch is compared with it on COMPARISON_DRAWS
+    # distinct draws of the comparison subjects' hidden points; the epoch
+    # is chosen on one draw of the selection subjects'
+    from fdaimpute._neural.base import COMPARISON_DRAWS
+    from fdaimpute.nn import training
+
+    seen = []
+    fit = training.Trainer.fit
+
+    def record(self, train, valid=None, valid_hidden=None, check=None, **kw):
+        seen.append((valid_hidden, check, kw["check_hidden"]))
+        return fit(self, train, valid, valid_hidden, check, **kw)
+
+    monkeypatch.setattr(training.Trainer, "fit", record)
+    model = VTImputer(**dict(_configs.TINY, base="pace", max_epochs=1)).fit(data)
+    ((selection, check, draws),) = seen
+    assert isinstance(selection, torch.Tensor)
+    assert len(check) == len(model.split_["comparison"])
+    assert isinstance(draws, list) and len(draws) == COMPARISON_DRAWS
+    assert len({tuple(d.nonzero().ravel().tolist()) for d in draws}) == len(draws)
 
 
 @pytest.mark.parametrize("n, expected", [(80, 24), (300, 50), (1000, 100)])
@@ -324,7 +434,7 @@ def test_base_curves_equal_transform_and_derivative(base, data, monkeypatch):
 
 def test_verbose_fit_names_each_phase_in_order(data, capsys):
     """The progress bar shows the base, training, each cross-fitted network,
-    the calibration and, when the base is kept, its refit on every subject."""
+    the calibration and the base's refit on every subject."""
     kernel = fi.KernelImputer()
     params = dict(_configs.TINY, base=kernel, calibration_folds=2, max_epochs=2)
     est = VTImputer(**params, verbose=True).fit(data)
@@ -336,8 +446,8 @@ def test_verbose_fit_names_each_phase_in_order(data, capsys):
         "cross-fitting, network 2 of 2",
         "calibrating the bands",
     ]
-    if est.best_epoch_ == -1:
-        labels.append(f"base kept, refitted on all {len(data)} subjects")
+    kept = "base kept, " if est.best_epoch_ == -1 else "base "
+    labels.append(f"{kept}refitted on all {len(data)} subjects")
     labels.append("VTImputer: done")
     where = [err.find(label) for label in labels]
     assert -1 not in where and where == sorted(where), err[-2000:]

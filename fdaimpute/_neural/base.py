@@ -32,6 +32,10 @@ from fdaimpute.noise import noise_variance
 
 #: ``validation_fraction="auto"`` holds out this many subjects, within 10-30%.
 AUTO_VALIDATION_SUBJECTS = 50
+#: Draws of hidden points on which the comparison subjects judge the best
+#: epoch against the base: each subject's error rests on more of its points
+#: than one draw hides (see ``_train``).
+COMPARISON_DRAWS = 8
 #: A kept network whose held-out error on the standardised values exceeds
 #: this (the training mean scores about 1) learnt nothing: fit warns (with
 #: validation subjects; without, the score is the training loss).
@@ -302,11 +306,13 @@ class _NeuralImputer(
                     )
             with phases.phase("calibrating the bands"):
                 self._fit_uncertainty(modules, data, calib, settings)
-        if self.base_ is not None and not warm and self._base_kept(offset):
-            # no epoch beat the base: the imputer is the base, so refit it on
+        if self.base_ is not None and not warm:
+            # the network's own curves do not depend on the base: whether it
+            # is kept alone or mixed with the network, the base is refitted on
             # every subject (after the error model was calibrated honestly)
             phases.add()
-            with phases.phase(f"base kept, refitted on all {len(data)} subjects"):
+            kept = "base kept, " if self._base_kept(offset) else "base "
+            with phases.phase(f"{kept}refitted on all {len(data)} subjects"):
                 self.base_ = self._fit_base(data, seed)
             self._attach_base(module)
         self._adopt_base_noise()
@@ -353,8 +359,7 @@ class _NeuralImputer(
         return np.full(times.shape, float(self.noise_variance_))
 
     def _base_kept(self, offset):
-        """Whether the base is kept (then refitted on every subject): no
-        epoch from ``offset`` on beat it."""
+        """Whether the base is kept alone: no epoch from ``offset`` on beat it."""
         return self.best_epoch_ < offset
 
     def _base_name(self):
@@ -492,26 +497,33 @@ class _NeuralImputer(
         """Run ``trainer`` on the training subjects and the held-out ones.
 
         ``split_["selection"]`` chooses the epoch; with a base,
-        ``split_["comparison"]`` judges it against the base.
+        ``split_["comparison"]`` judges it against the base, on
+        ``COMPARISON_DRAWS`` draws of hidden points pooled per subject (a
+        draw hides up to half of a subject's points, often in one run, so
+        one draw makes each subject's error, and the test, noisy).
         """
         from fdaimpute.nn.validation import hide_validation_observations
 
-        def held_out(key, offset):
+        def held_out(key, offset, draws=1):
             if not len(self.split_[key]):
                 return None, None
             tensors = self._tensors(data.take(self.split_[key]), settings.device)
-            hidden = hide_validation_observations(tensors, settings.seed + offset)
-            # None when every subject has one point
-            return (None, None) if hidden is None else (tensors, hidden)
+            hidden = [
+                hide_validation_observations(tensors, settings.seed + offset + 7919 * d)
+                for d in range(draws)
+            ]
+            if hidden[0] is None:  # every subject has one point
+                return None, None
+            return tensors, hidden[0] if draws == 1 else hidden
 
         valid_t, hidden = held_out("selection", 7)
-        check_t, check_hidden = held_out("comparison", 13)
+        check_t, check_hidden = held_out("comparison", 13, COMPARISON_DRAWS)
         trainer.fit(
             self._tensors(train, settings.device),
             valid_t,
             hidden,
             check_t,
-            check_hidden,
+            check_hidden=check_hidden,
         )
 
     def _fold_network(self, train, fold, settings):

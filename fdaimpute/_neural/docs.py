@@ -41,11 +41,11 @@ COMMON_PARAMS_DOC = """
         the validation subjects are split in two (``split_["selection"]``
         choose the epoch, ``split_["comparison"]`` judge it) and the chosen
         epoch is kept only if, on the second half, its error is below the
-        base's by at least one standard error (paired over subjects) and
-        the subjects' errors drop consistently (one-sided Wilcoxon
-        signed-rank test, p < 0.05; ``start_gain_``), else the imputer *is*
-        the base
-        (``best_epoch_ == -1``), which is then refitted on every subject.
+        base's by at least one standard error (paired over subjects, each
+        subject's error pooled over eight draws of its hidden points;
+        ``start_gain_``), else the imputer *is* the base
+        (``best_epoch_ == -1``). Either way the base is then refitted on
+        every subject (the network's own curve does not depend on it).
         Without validation subjects (``validation_fraction=0``) the epoch is
         chosen by training loss and none of this holds. ``None``: the
         network alone. PACE is the default base because with it the
@@ -230,9 +230,11 @@ COMMON_ATTRS_DOC = """
     start_gain_ : tuple of float, list or None
         With a base: how much lower the best epoch's held-out error was
         than the base's on the comparison subjects, that gain in standard
-        errors, and the signed-rank test's p-value (None when no epoch beat
-        the base at all). On several variables, a list of such tuples, one
-        per variable (None for a variable with no hidden point among the
+        errors, and a one-sided signed-rank test's p-value of the subjects'
+        drops (reported, not used: see ``start_level`` of
+        :class:`~fdaimpute.nn.Trainer`), or None when no epoch beat the
+        base at all. On several variables, a list of such tuples, one per
+        variable (None for a variable with no hidden point among the
         comparison subjects, which keeps the base).
     n_epochs_ : int
         Epochs run.

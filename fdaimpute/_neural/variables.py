@@ -128,8 +128,7 @@ class NeuralVariablesMixin(SeveralVariablesMixin):
 
     def _base_kept(self, offset):
         # on several variables the base is kept on each variable whose weight
-        # is 0; the network's own curves do not depend on the base, so the
-        # others mix the network with the base refitted as well
+        # is 0 (the others mix the network with the refitted base)
         kept = np.asarray(self.base_weight_) == 0
         return super()._base_kept(offset) or (self._several() and bool(kept.any()))
 

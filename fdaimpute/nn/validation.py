@@ -23,6 +23,7 @@ __all__ = [
     "hidden_in_batch",
     "hide_validation_observations",
     "paired_gain",
+    "pooled_subject_errors",
     "signed_rank_p",
     "subject_squared_errors",
 ]
@@ -183,6 +184,36 @@ def subject_squared_errors(
         sums[index] = square.sum(1).cpu()
         counts[index] = held.sum(1).cpu()
     return sums.numpy(), counts.numpy()
+
+
+def pooled_subject_errors(
+    forward, data, hidden, grid, anchors=None, batch_size=512, **kwargs
+):
+    """:func:`subject_squared_errors` summed over several draws of hidden points.
+
+    Parameters
+    ----------
+    forward, data, grid, anchors, batch_size, **kwargs
+        As for :func:`subject_squared_errors`.
+    hidden : bool Tensor or list of bool Tensor
+        One draw of hidden observations (:func:`hide_validation_observations`),
+        or several: each subject's sums and counts are then added over the
+        draws, so that its error rests on more of its points.
+
+    Returns
+    -------
+    sums, counts : ndarray
+        As for :func:`subject_squared_errors`.
+    """
+    if not isinstance(hidden, (list, tuple)):
+        return subject_squared_errors(
+            forward, data, hidden, grid, anchors, batch_size, **kwargs
+        )
+    parts = [
+        subject_squared_errors(forward, data, h, grid, anchors, batch_size, **kwargs)
+        for h in hidden
+    ]
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
 def paired_gain(errors, reference):
