@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_realdata as br  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
+from fdaimpute.metrics import split_held_out  # noqa: E402
 
 
 def _row(data, method, mse):
@@ -41,7 +42,9 @@ def test_splits_are_reproducible_and_pace_ratio_is_one():
     sim = fi.simulate.sand_paper(
         n=120, n_obs="8-12", split=(1.0, 0.0, 0.0), random_state=0
     )
-    args = SimpleNamespace(methods=["Kernel", "PACE"], n_subjects=100, seed=0)
+    args = SimpleNamespace(
+        methods=["Kernel", "PACE"], n_subjects=100, seed=0, subject_errors=False
+    )
     once = [br.one_split(sim.train.data, s, args)[0] for s in range(2)]
     again = br.one_split(sim.train.data, 0, args)[0]
     assert again["PACE"]["mse"] == once[0]["PACE"]["mse"]
@@ -51,6 +54,25 @@ def test_splits_are_reproducible_and_pace_ratio_is_one():
     kernel_ratio = float(rows[0]["MSE / PACE"].split()[0])
     expected = np.mean([s["Kernel"]["mse"] / s["PACE"]["mse"] for s in once])
     assert abs(kernel_ratio - expected) < 1e-3
+
+
+def test_subject_errors_add_up_to_the_held_out_error():
+    # --subject-errors: one summed squared error per subject that hid
+    # something, in the order of the hidden subjects, adding up to the MSE
+    sim = fi.simulate.sand_paper(
+        n=60, n_obs="8-12", split=(1.0, 0.0, 0.0), random_state=1
+    )
+    args = SimpleNamespace(
+        methods=["PACE"], n_subjects=None, seed=0, subject_errors=True
+    )
+    scores, _ = br.one_split(sim.train.data, 0, args)
+    pace = scores["PACE"]
+    _, hidden, rows = split_held_out(sim.train.data, 0.2, min_keep=2, random_state=0)
+    assert pace["subject_rows"] == [int(r) for r in rows]
+    assert len(pace["subject_sse"]) == len(hidden)
+    mean = sum(pace["subject_sse"]) / hidden.times.size
+    assert abs(mean - pace["mse"]) < 1e-5 * pace["mse"]
+    assert "network_train" not in pace
 
 
 def _score(mse):

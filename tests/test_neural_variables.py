@@ -198,10 +198,13 @@ def test_each_variable_mixes_the_base_by_its_own_weight(fitted, coupled):
     assert np.abs(curves[:, 1] - base[:, 1]).max() > 1e-2
 
 
-def test_a_base_kept_on_every_variable_is_refitted_on_every_subject(fitted, coupled):
-    # three epochs do not beat multivariate PACE on either variable: the
-    # imputer is then the base, fitted on every training subject as
-    # MultivariatePACEImputer(random_state=0) is
+@pytest.mark.parametrize("name", ["VTImputer", "SANDImputer"])
+def test_a_base_kept_on_every_variable_is_refitted_on_every_subject(name, coupled):
+    # a learning rate too small to move any weight beats multivariate PACE
+    # on neither variable: the imputer is then the base, fitted on every
+    # training subject as MultivariatePACEImputer(random_state=0) is
+    params = dict(FAST, lr=1e-12, max_epochs=1)
+    fitted = getattr(fi, name)(**params).fit(coupled.train.data)
     assert fitted.best_epoch_ == -1
     assert_array_equal(fitted.base_weight_, [0.0, 0.0])
     pace = fi.MultivariatePACEImputer(random_state=0).fit(coupled.train.data)
