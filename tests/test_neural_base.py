@@ -349,9 +349,9 @@ def test_comparison_subjects_judge_on_several_draws(data, monkeypatch):
     seen = []
     fit = training.Trainer.fit
 
-    def record(self, train, valid=None, valid_hidden=None, check=None, **kw):
-        seen.append((valid_hidden, check, kw["check_hidden"]))
-        return fit(self, train, valid, valid_hidden, check, **kw)
+    def record(self, train, valid=None, valid_hidden=None, check=None, drawn=None):
+        seen.append((valid_hidden, check, drawn))
+        return fit(self, train, valid, valid_hidden, check, drawn)
 
     monkeypatch.setattr(training.Trainer, "fit", record)
     model = VTImputer(**dict(_configs.TINY, base="pace", max_epochs=1)).fit(data)

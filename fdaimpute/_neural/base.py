@@ -523,7 +523,7 @@ class _NeuralImputer(
             valid_t,
             hidden,
             check_t,
-            check_hidden=check_hidden,
+            check_hidden,
         )
 
     def _fold_network(self, train, fold, settings):

@@ -143,9 +143,9 @@ class Trainer:
         keep that starting state (``best_epoch = start_epoch - 1``) unless
         an epoch beats it by ``start_margin`` standard errors (and, with
         ``start_level`` below 1, across subjects). With a statistical base
-        mixed in by a
-        weight that starts at zero, the start *is* the base, so training
-        cannot end worse than the base on the validation subjects.
+        mixed in by a weight that starts at zero, the start *is* the base,
+        so training cannot end worse than the base on the validation
+        subjects.
     start_margin : float, default=1.0
         With ``keep_start``: how many standard errors (paired over
         validation subjects, :func:`~fdaimpute.nn.validation.paired_gain`)
