@@ -215,13 +215,14 @@ SAND with its PACE base (`base="pace"`, defaults, no band calibration) trained w
 gate open, on the splits of `bench_realdata.py` (20% of each subject's observations
 hidden; `case` is data:split, `@n` the subjects drawn). `mix / own base`: the trained
 mix's held-out MSE over that of its own base (PACE fitted on the network's training
-subjects); `own base / PACE`: that base over `PACEImputer` fitted on every subject;
-`SAND / PACE`: SAND alone (`base=None`). `compared`: comparison subjects. `z`: the
+subjects, not refitted on all as fit does since 07ea46c); `own base / PACE`: that base
+over `PACEImputer` fitted on every subject; `SAND / PACE`: SAND alone (`base=None`).
+`compared`: comparison subjects. `z`: the
 mix's drop in error below the base on them, in standard errors, on the trainer's draw of
 hidden points and on 8 draws pooled per subject; `p`: one-sided signed-rank test of the
 subjects' drops. `before`: the rule of fdaimpute up to 3469098 (one draw, z >= 1 and
-p < 0.05); `now`: z >= 1 on 8 draws. `base` where no epoch beat the base on the
-selection subjects. Rows: `benchmarks/results/gate/`.
+p < 0.05); `now`: z >= 1 on 8 draws; both give `base` too where no epoch beat the base
+on the selection subjects. Rows: `benchmarks/results/gate/`.
 """
 
 
