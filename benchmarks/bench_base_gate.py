@@ -30,10 +30,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import machine, markdown_table, write_section  # noqa: E402
-from bench_realdata import DATASETS  # noqa: E402
+from bench_realdata import DATASETS, held_out_split, squared_errors  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
-from fdaimpute.metrics import split_held_out  # noqa: E402
 
 # (data, split) on real data; (process, n) on simulated data at 8-12 points
 CASES = [
@@ -55,16 +54,11 @@ class UngatedSAND(fi.SANDImputer):
 
 def real_case(name, split):
     """Correction's and PACE's held-out MSE on one split of a real data set."""
-    data = DATASETS[name]()
-    rng = np.random.default_rng(1000 + split)
-    if len(data) > 1000:
-        data = data.take(np.sort(rng.choice(len(data), 1000, replace=False)))
-    visible, hidden, rows = split_held_out(data, 0.2, min_keep=2, random_state=split)
-    times = np.split(hidden.times, hidden.offsets[1:-1])
+    _, visible, hidden, rows = held_out_split(DATASETS[name](), split, 1000)
 
     def mse(est):
-        pred = np.concatenate(est.fit(visible).predict_at(visible[rows], times))
-        return float(np.mean((pred - hidden.values) ** 2)), est
+        est.fit(visible)
+        return float(np.mean(squared_errors(est, visible, hidden, rows))), est
 
     sand, model = mse(UngatedSAND(base="pace", random_state=0))
     pace, _ = mse(fi.PACEImputer(random_state=0))

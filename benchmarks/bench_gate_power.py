@@ -36,11 +36,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import machine, markdown_table, write_section  # noqa: E402
-from bench_realdata import DATASETS  # noqa: E402
+from bench_realdata import DATASETS, held_out_split, squared_errors  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 from fdaimpute._neural.base import COMPARISON_DRAWS  # noqa: E402
-from fdaimpute.metrics import split_held_out  # noqa: E402
 from fdaimpute.nn.validation import (  # noqa: E402
     hide_validation_observations,
     paired_gain,
@@ -107,17 +106,12 @@ def run_case(case, args):
     """The mix's, PACE's (and SAND alone's) held-out MSE and the recorded gate."""
     name, rest = case.split(":")
     split, _, size = rest.partition("@")
-    split = int(split)
-    data = DATASETS[name]()
-    rng = np.random.default_rng(1000 + split)
-    if size and int(size) < len(data):
-        data = data.take(np.sort(rng.choice(len(data), int(size), replace=False)))
-    visible, hidden, rows = split_held_out(data, 0.2, min_keep=2, random_state=split)
-    times = np.split(hidden.times, hidden.offsets[1:-1])
+    data, visible, hidden, rows = held_out_split(
+        DATASETS[name](), int(split), int(size) if size else None
+    )
 
     def mse(est):
-        pred = np.concatenate(est.predict_at(visible[rows], times))
-        return float(np.mean((pred - hidden.values) ** 2))
+        return float(np.mean(squared_errors(est, visible, hidden, rows)))
 
     options = {"random_state": args.seed, "calibration_folds": None}
     OpenGateSAND.masks = args.masks

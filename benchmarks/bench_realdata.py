@@ -125,25 +125,38 @@ COLUMNS = [
 ]
 
 
+def held_out_split(data, split, n_subjects=None):
+    """The subjects and the split of split number ``split``.
+
+    ``n_subjects`` of them drawn at random first (seed ``1000 + split``);
+    then every subject with more than two observations hides 20% of them
+    (:func:`fdaimpute.metrics.split_held_out`, seed ``split``).
+
+    Returns
+    -------
+    data, visible, hidden, rows
+        The subjects, and ``split_held_out``'s three outputs.
+    """
+    rng = np.random.default_rng(1000 + split)
+    if n_subjects and n_subjects < len(data):
+        data = data.take(np.sort(rng.choice(len(data), n_subjects, replace=False)))
+    return (data, *split_held_out(data, 0.2, min_keep=2, random_state=split))
+
+
+def squared_errors(est, visible, hidden, rows):
+    """A fitted imputer's squared errors at the hidden values, in their order."""
+    times = np.split(hidden.times, hidden.offsets[1:-1])
+    pred = np.concatenate(est.predict_at(visible[rows], times))
+    return (pred - hidden.values) ** 2
+
+
 def one_split(data, split, args):
     """Scores of every method on one random split."""
-    rng = np.random.default_rng(1000 + split)
-    if args.n_subjects and args.n_subjects < len(data):
-        data = data.take(np.sort(rng.choice(len(data), args.n_subjects, replace=False)))
-    visible, hidden, rows = split_held_out(data, 0.2, min_keep=2, random_state=split)
-    times = np.split(hidden.times, hidden.offsets[1:-1])
-
-    owner = np.repeat(np.arange(len(times)), [t.size for t in times])
+    data, visible, hidden, rows = held_out_split(data, split, args.n_subjects)
+    owner = np.repeat(np.arange(len(hidden)), np.diff(hidden.offsets))
 
     def held_out_mse(est):
-        pred = np.concatenate(est.predict_at(visible[rows], times))
-        return float(np.mean((pred - hidden.values) ** 2))
-
-    def subject_errors(est):
-        """Each subject's summed squared error at its hidden values."""
-        pred = np.concatenate(est.predict_at(visible[rows], times))
-        sse = np.bincount(owner, (pred - hidden.values) ** 2, minlength=len(times))
-        return [float(f"{x:.6g}") for x in sse]
+        return float(np.mean(squared_errors(est, visible, hidden, rows)))
 
     scores = {}
     for method in args.methods:
@@ -152,15 +165,17 @@ def one_split(data, split, args):
         est.fit(visible)
         seconds = time.perf_counter() - start
         curves = est.transform(visible)
+        errors = squared_errors(est, visible, hidden, rows)
         scores[method] = {
-            "mse": held_out_mse(est),
+            "mse": float(np.mean(errors)),
             "tv": float(np.mean(np.abs(np.diff(curves, axis=1)).sum(axis=1))),
             "seconds": seconds,
             "kept_base": getattr(est, "best_epoch_", 0) == -1,
             **_training_record(est, held_out_mse),
         }
         if args.subject_errors:
-            scores[method]["subject_sse"] = subject_errors(est)
+            sse = np.bincount(owner, errors, minlength=len(hidden))
+            scores[method]["subject_sse"] = [float(f"{x:.6g}") for x in sse]
             scores[method]["subject_rows"] = [int(r) for r in np.asarray(rows)]
             if hasattr(est, "split_"):
                 scores[method]["network_train"] = [int(i) for i in est.split_["train"]]
