@@ -106,8 +106,11 @@ class _PosteriorMean(_MeanCurve):
 
 
 def _neural_params(args, n_fit, seed):
-    """Default settings, a few made explicit: epochs, 5% validation, seed."""
-    params = {"validation_fraction": round(0.05 * n_fit) / n_fit, "random_state": seed}
+    """Default settings, a few made explicit: epochs, validation share, seed."""
+    share = args.validation_fraction
+    if share is None:
+        share = round(0.05 * n_fit) / n_fit
+    params = {"validation_fraction": share, "random_state": seed}
     if args.epochs is not None:
         params["max_epochs"] = args.epochs
     if args.width is not None:
@@ -177,10 +180,18 @@ def _weight_sweep(est, test, truth, weights=(0.0, 0.25, 0.5, 0.75, 0.9, 1.0)):
 
 
 def results_prefix(
-    n, test_share, epochs, width=None, visible_weight=None, weight_sweep=False
+    n,
+    test_share,
+    epochs,
+    width=None,
+    visible_weight=None,
+    weight_sweep=False,
+    validation_fraction=None,
 ):
     """The start of the saved rows' file names of a run with these options."""
     prefix = f"n{n}_t{test_share:g}_e{epochs or 'default'}"
+    if validation_fraction is not None:
+        prefix += f"_val{validation_fraction:g}"
     if width is not None:
         prefix += f"_w{width}"
     if visible_weight is not None:
@@ -372,6 +383,13 @@ def main(argv=None):
         "default: the preset's",
     )
     parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=None,
+        help="VT/SAND validation_fraction; default: 0.05 (the imputers' own "
+        "default is 0.1)",
+    )
+    parser.add_argument(
         "--weight-sweep",
         action="store_true",
         help="also score +base fits with their mix weight set to 0, 0.25, ..., 1 "
@@ -422,6 +440,7 @@ def main(argv=None):
         args.width,
         args.visible_weight,
         args.weight_sweep,
+        args.validation_fraction,
     )
     stem = f"{prefix}_{'+'.join(args.process)}"
     rows = []
@@ -466,6 +485,8 @@ def _body(args, prefix, table, seeded=False):
         epochs += f", d_model={args.width}, dim_feedforward={2 * args.width}"
     if args.visible_weight is not None:
         epochs += f", visible_weight={args.visible_weight:g}"
+    share = 0.05 if args.validation_fraction is None else args.validation_fraction
+    held_out = f"{share:.0%}"
     seeds = (
         "\nA row with `per seed` is the mean of fits with several `random_state`s "
         "(`--seeds`; the test subjects and data are the same), and lists each "
@@ -478,7 +499,7 @@ The processes of `fi.simulate.phase_variation` (two Gaussian bumps whose places 
 up to 0.12) and `fi.simulate.time_warping` (a two-peak template under a random monotone
 time warp, times a random amplitude), SNR 4. {args.n} subjects: {n_test} test subjects,
 as many validation subjects (used with the training subjects to fit); VT and SAND hold
-out 5% of the fitted subjects for their own validation, default settings
+out {held_out} of the fitted subjects for their own validation, default settings
 (`preset="cpu"`{epochs}). MSE x 1000 (standard error over test subjects) on the
 101-point grid against the noise-free curves, divided by the *linear oracle*'s
 (`fi.oracle.ConditionalMean`: the best linear predictor from the true mean, covariance
