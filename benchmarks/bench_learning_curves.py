@@ -42,6 +42,14 @@ ROOT = Path(__file__).resolve().parents[1]
 FIGURE = ROOT / "docs" / "img" / "learning_curves.png"
 NETWORKS = ("SAND", "SAND+base", "VT", "VT+base")
 LABELS = {"SAND": "SAND alone", "SAND+base": "SAND (default)"}
+TITLES = {
+    "uk-30": "UK electricity, 30 readings a day",
+    "uk-8-12": "UK electricity, 8-12 readings a day",
+    "uk-3-5": "UK electricity, 3-5 readings a day",
+    "framingham": "Framingham BMI",
+    "warp 8-12": "time_warping, 8-12 points",
+    "phase 8-12": "phase_variation, 8-12 points",
+}
 
 
 def _mean_se(values):
@@ -164,8 +172,18 @@ def plot(rows, path):
             se = [0.0 if np.isnan(r["se"]) else r["se"] for r in mine]
             ax.errorbar(n, ratio, yerr=se, marker="o", capsize=3, label=method)
         ax.axhline(1.0, color="grey", lw=1, ls="--", label="PACE")
+        oracle = sorted(
+            (r["n"], r["ratio"])
+            for r in rows
+            if r["data"] == panel and r["method"] == "linear oracle"
+        )
+        if oracle:
+            ax.plot(*zip(*oracle), color="grey", lw=1, ls=":", label="linear oracle")
+        sizes = sorted({r["n"] for r in rows if r["data"] == panel})
         ax.set_xscale("log")
-        ax.set_title(panel)
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.minorticks_off()
+        ax.set_title(TITLES.get(panel, panel))
         ax.set_xlabel("subjects")
         ax.set_ylabel("MSE / PACE")
         ax.legend(fontsize=8)
@@ -222,8 +240,9 @@ def main(argv=None):
             "each subject's), the ratio paired within random splits, mean (SE "
             "over splits); at each size the subjects are drawn at random per "
             "split. Simulation: test subjects scored against the noise-free "
-            "curves (one draw of the data and one fit per size; 5% of the "
-            "subjects are test subjects, 5% validation). `fit min`: minutes of "
+            "curves (one draw of the data per size, 5% of its subjects for the "
+            "test; `seeds`: fits with other initial weights, whose ratios are "
+            "averaged). `fit min`: minutes of "
             "one fit, beside one other job on 2 cores. `kept PACE`: fits whose "
             "gate returned PACE's curves.\n\n"
             + "\n\n".join(tables)
