@@ -21,7 +21,7 @@ Examples
 
     python benchmarks/bench_learning_curves.py \\
         --realdata benchmarks/results/realdata/learning/*.json \\
-        --nonlinear benchmarks/results/nonlinear/n1000_t0.05_edefault_warp.json
+        --nonlinear benchmarks/results/nonlinear/n*_edefault_val0.1_warp.json
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from _report import markdown_table, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURE = ROOT / "docs" / "img" / "learning_curves.png"
-NETWORKS = ("SAND", "SAND+base", "VT", "VT+base")
 LABELS = {"SAND": "SAND alone", "SAND+base": "SAND (default)"}
 TITLES = {
     "uk-30": "UK electricity, 30 readings a day",
