@@ -49,6 +49,13 @@ def machine():
     return ", ".join(parts)
 
 
+def mean_se(values):
+    """Mean and standard error (sample SD / sqrt(count); NaN for one value)."""
+    values = np.asarray(values, dtype=float)
+    se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else np.nan
+    return float(values.mean()), float(se)
+
+
 def mean_and_error(values, digits):
     """``"mean ± standard error"`` of ``values`` (e.g. ratios over seeds)."""
     values = np.asarray(values, dtype=float)

@@ -40,7 +40,7 @@ from scipy.stats import norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import DOC, machine, markdown_table, write_section  # noqa: E402
+from _report import DOC, machine, markdown_table, mean_se, write_section  # noqa: E402
 from bench_stability import observation_noise  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
@@ -105,13 +105,6 @@ def split_score(z):
         "robust_z": float(1.4826 * np.median(np.abs(z))),
         "n_hidden": int(z.size),
     }
-
-
-def mean_se(values):
-    """Mean and standard error (sample SD / sqrt(count); NaN for one value)."""
-    values = np.asarray(values, dtype=float)
-    se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else np.nan
-    return float(values.mean()), float(se)
 
 
 def _level_index(level):

@@ -44,7 +44,7 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import machine, markdown_table, write_section  # noqa: E402
+from _report import machine, markdown_table, mean_se, write_section  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 
@@ -181,12 +181,6 @@ def run_task(name, args):
     return summarize(name, index.size, scores, args.repeats)
 
 
-def _mean_se(values):
-    values = np.asarray(values, dtype=float)
-    se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else np.nan
-    return values.mean(), se
-
-
 def summarize(name, n, scores, repeats):
     """Table rows: per repeat, RMSE and R^2 pooled over its five folds."""
 
@@ -205,12 +199,12 @@ def summarize(name, n, scores, repeats):
             "task": name,
             "n": n,
             "method": method,
-            "RMSE": "{:.4f} ({:.4f})".format(*_mean_se(rmse)),
-            "R^2": "{:.3f} ({:.3f})".format(*_mean_se(1.0 - sse / sst)),
+            "RMSE": "{:.4f} ({:.4f})".format(*mean_se(rmse)),
+            "R^2": "{:.3f} ({:.3f})".format(*mean_se(1.0 - sse / sst)),
             "fit s": f"{np.mean(record['seconds']):.1f}",
         }
         if pace_rmse is not None:
-            row["RMSE / PACE"] = "{:.3f} ({:.3f})".format(*_mean_se(rmse / pace_rmse))
+            row["RMSE / PACE"] = "{:.3f} ({:.3f})".format(*mean_se(rmse / pace_rmse))
         rows.append(row)
     return rows
 

@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import markdown_table, write_section  # noqa: E402
+from _report import markdown_table, mean_se, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURE = ROOT / "docs" / "img" / "learning_curves.png"
@@ -49,12 +49,6 @@ TITLES = {
     "warp 8-12": "time_warping, 8-12 points",
     "phase 8-12": "phase_variation, 8-12 points",
 }
-
-
-def _mean_se(values):
-    values = np.asarray(values, dtype=float)
-    se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else np.nan
-    return float(values.mean()), float(se)
 
 
 def realdata_scores(paths):
@@ -83,7 +77,7 @@ def realdata_rows(pooled):
             if not have:
                 continue
             ratio = [s[method]["mse"] / s["PACE"]["mse"] for s in have]
-            mean, se = _mean_se(ratio)
+            mean, se = mean_se(ratio)
             shown = f"{mean:.3f} ({se:.3f})" if len(have) > 1 else f"{mean:.3f}"
             row = {
                 "data": name,
@@ -123,7 +117,7 @@ def nonlinear_rows(paths):
                 raise ValueError(f"{path}: no PACE row for {process} at {n_i}")
             pace = fits["PACE"][0]["mse"]
             for method, runs in fits.items():
-                mean, se = _mean_se([r["mse"] / pace for r in runs])
+                mean, se = mean_se([r["mse"] / pace for r in runs])
                 row = {
                     "data": f"{process} {n_i}",
                     "n": int(size.group(1)),

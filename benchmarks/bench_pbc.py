@@ -78,7 +78,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import markdown_table, write_section  # noqa: E402
+from _report import markdown_table, mean_se, write_section  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 from fdaimpute.metrics import split_held_out  # noqa: E402
@@ -384,7 +384,7 @@ def over_seeds(rows):
                 "patients": patients,
                 "lab": lab,
                 "seeds": len(mine),
-                "multi / uni": "{:.3f} ({:.3f})".format(*_mean_se(ratio)),
+                "multi / uni": "{:.3f} ({:.3f})".format(*mean_se(ratio)),
                 "highest": f"{max(ratio):.3f}",
                 "uni outside": sum(r["uni outside"] for r in mine),
                 "multi outside": sum(r["multi outside"] for r in mine),
@@ -392,14 +392,8 @@ def over_seeds(rows):
         )
         if all("multi+cov RMSE" in r for r in mine):
             cov = [r["multi+cov RMSE"] / r["uni RMSE"] for r in mine]
-            out[-1]["multi+cov / uni"] = "{:.3f} ({:.3f})".format(*_mean_se(cov))
+            out[-1]["multi+cov / uni"] = "{:.3f} ({:.3f})".format(*mean_se(cov))
     return out
-
-
-def _mean_se(values):
-    values = np.asarray(values, dtype=float)
-    se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else np.nan
-    return values.mean(), se
 
 
 def summarize(results):
@@ -412,10 +406,10 @@ def summarize(results):
         }
         for m in METHODS:
             rmse = [r[0][m][name] for r in results]
-            row[f"{m} RMSE"] = "{:.4f} ({:.4f})".format(*_mean_se(rmse))
+            row[f"{m} RMSE"] = "{:.4f} ({:.4f})".format(*mean_se(rmse))
             if m != "uni":
                 ratio = [r[0][m][name] / r[0]["uni"][name] for r in results]
-                row[f"{m} / uni"] = "{:.3f} ({:.3f})".format(*_mean_se(ratio))
+                row[f"{m} / uni"] = "{:.3f} ({:.3f})".format(*mean_se(ratio))
         rows.append(row)
     return rows
 
@@ -504,7 +498,7 @@ def main():
             "lab": name,
             **{
                 f"{m} coverage": "{:.3f} ({:.3f})".format(
-                    *_mean_se([r[3][m][name] for r in results])
+                    *mean_se([r[3][m][name] for r in results])
                 )
                 for m in ("multi", "multi+cov")
             },

@@ -46,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import machine, markdown_table, write_section  # noqa: E402
+from _report import machine, markdown_table, mean_se, write_section  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 from fdaimpute.metrics import split_held_out  # noqa: E402
@@ -198,12 +198,6 @@ def one_split(data, split, args):
     return scores, len(data)
 
 
-def _mean_se(values):
-    values = np.asarray(values, dtype=float)
-    se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else np.nan
-    return values.mean(), se
-
-
 def summarize(name, n, splits, methods):
     """Table rows of one data set from its per-split scores."""
     rows = []
@@ -214,15 +208,15 @@ def summarize(name, n, splits, methods):
             "data": name,
             "n": n,
             "method": method,
-            "MSE x1000": "{:.3f} ({:.3f})".format(*_mean_se(mse)),
-            "TV": "{:.3f} ({:.3f})".format(*_mean_se(tv)),
+            "MSE x1000": "{:.3f} ({:.3f})".format(*mean_se(mse)),
+            "TV": "{:.3f} ({:.3f})".format(*mean_se(tv)),
             "fit s": f"{np.mean([s[method]['seconds'] for s in splits]):.0f}",
             "kept base": "",
         }
         paired = [s for s in splits if "PACE" in s]
         if paired:
             ratio = [s[method]["mse"] / s["PACE"]["mse"] for s in paired]
-            row["MSE / PACE"] = "{:.3f} ({:.3f})".format(*_mean_se(ratio))
+            row["MSE / PACE"] = "{:.3f} ({:.3f})".format(*mean_se(ratio))
         if "base" in method:
             kept = sum(s[method]["kept_base"] for s in splits)
             row["kept base"] = f"{kept}/{len(splits)}"
@@ -232,7 +226,7 @@ def summarize(name, n, splits, methods):
                 if "base_mse" in s[method]
             ]
             if own:
-                row["MSE / own base"] = "{:.3f} ({:.3f})".format(*_mean_se(own))
+                row["MSE / own base"] = "{:.3f} ({:.3f})".format(*mean_se(own))
         rows.append(row)
     return rows
 
