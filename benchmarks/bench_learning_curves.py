@@ -37,6 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import markdown_table, mean_se, write_section  # noqa: E402
+from bench_realdata import pooled_splits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURE = ROOT / "docs" / "img" / "learning_curves.png"
@@ -53,15 +54,7 @@ TITLES = {
 
 def realdata_scores(paths):
     """``{(data, n): {split: {method: score}}}`` from bench_realdata row files."""
-    pooled = {}
-    for path in paths:
-        run = json.loads(Path(path).read_text())
-        for name, saved in run.get("splits", {}).items():
-            splits = pooled.setdefault((name, saved["n"]), {})
-            for split, scores in saved["scores"].items():
-                for method, score in scores.items():
-                    splits.setdefault(int(split), {}).setdefault(method, score)
-    return pooled
+    return pooled_splits([json.loads(Path(path).read_text()) for path in paths])
 
 
 def realdata_rows(pooled):

@@ -231,47 +231,58 @@ def summarize(name, n, splits, methods):
     return rows
 
 
-def _pooled_split_rows(runs):
-    """Rows summarised from the raw splits of every run that saved them.
+def pooled_splits(runs):
+    """The raw splits of every run that saved them, pooled.
 
-    Runs that saved the same data set and split (different methods, or
-    different processes) are pooled; a method's summary uses the splits
-    where it ran, and its ratio to PACE those where both ran.
+    Returns ``{(data, n): {split: {method: score}}}``: runs that saved the
+    same data set at the same size and split (different methods, or
+    different processes) are pooled; where two hold the same method, the
+    first is kept. Runs at other sizes stay apart.
     """
     pooled = {}
     for run in runs:
         for name, saved in run.get("splits", {}).items():
-            data = pooled.setdefault(name, {"n": saved["n"], "splits": {}})
+            splits = pooled.setdefault((name, saved["n"]), {})
             for split, scores in saved["scores"].items():
                 for method, score in scores.items():
-                    data["splits"].setdefault(split, {}).setdefault(method, score)
+                    splits.setdefault(int(split), {}).setdefault(method, score)
+    return pooled
+
+
+def _pooled_split_rows(runs):
+    """Rows summarised from the raw splits of every run that saved them.
+
+    A method's summary uses the splits where it ran, and its ratio to PACE
+    those where both ran (:func:`pooled_splits`).
+    """
     rows = []
-    for name, data in pooled.items():
-        splits = [data["splits"][k] for k in sorted(data["splits"], key=int)]
+    for (name, n), by_split in pooled_splits(runs).items():
+        splits = [by_split[k] for k in sorted(by_split)]
         methods = [m for m in METHODS if any(m in s for s in splits)]
         for method in methods:
             have = [s for s in splits if method in s]
-            rows += summarize(name, data["n"], have, [method])
+            rows += summarize(name, n, have, [method])
     return rows
 
 
 def _merge_rows(runs):
-    """The runs' rows, one per data set and method, in the order of the tables.
+    """The runs' rows, one per data set, size and method, in the order of the tables.
 
     Splits are seeded by their index, so a method run twice on a data set
     (PACE beside every later run, for the paired ratio) gives the same row;
     the first is kept. Runs with raw splits are pooled first.
     """
     merged = {}
-    for row in _pooled_split_rows(runs):
-        merged.setdefault((row["data"], row["method"]), row)
-    for run in runs:
-        for row in run["rows"]:
-            merged.setdefault((row["data"], row["method"]), row)
+    for row in _pooled_split_rows(runs) + [r for run in runs for r in run["rows"]]:
+        merged.setdefault((row["data"], row.get("n"), row["method"]), row)
     data_order, method_order = list(DATASETS), list(METHODS)
     return sorted(
         merged.values(),
-        key=lambda r: (data_order.index(r["data"]), method_order.index(r["method"])),
+        key=lambda r: (
+            data_order.index(r["data"]),
+            r.get("n") or 0,
+            method_order.index(r["method"]),
+        ),
     )
 
 

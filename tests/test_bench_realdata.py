@@ -109,3 +109,18 @@ def test_splits_of_several_processes_are_pooled_before_summarising():
     ratio = float(rows["SAND"]["MSE / PACE"].split()[0])
     assert abs(ratio - np.mean([1.0 / 2.0, 3.0 / 4.0])) < 1e-3
     assert rows["SAND"]["MSE x1000"].startswith("2000.000")
+
+
+def _saved(n, mse):
+    score = {"mse": mse, "tv": 1.0, "seconds": 1.0, "kept_base": False}
+    return {"rows": [], "splits": {"uk-30": {"n": n, "scores": {"0": {"PACE": score}}}}}
+
+
+def test_saved_splits_of_other_sizes_stay_apart():
+    # a run on 1,000 households and one on all of them: two rows, not one
+    # whose split 0 is whichever came first
+    rows = br._merge_rows([_saved(1000, 0.05), _saved(5494, 0.04)])
+    assert [(r["n"], r["MSE x1000"].split()[0]) for r in rows] == [
+        (1000, "50.000"),
+        (5494, "40.000"),
+    ]
