@@ -39,7 +39,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_realdata import held_out_split, squared_errors  # noqa: E402
+from bench_nonlinear import simulate  # noqa: E402
+from bench_realdata import DATASETS, held_out_split, squared_errors  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
 from fdaimpute.nn import Trainer  # noqa: E402
@@ -125,22 +126,19 @@ class Recorder:
 def load(args):
     """The data to fit and a function scoring a fitted imputer on the test."""
     if args.data == "uk":
-        data = fi.datasets.load_uk_electricity("dense").data
+        data = DATASETS["uk-30"]()
         _, visible, hidden, rows = held_out_split(data, args.split, args.n)
 
         def score(est):
             return float(np.mean(squared_errors(est, visible, hidden, rows)))
 
         return visible, score
-    share = 0.05
-    sim = fi.simulate.time_warping(
-        args.n, n_obs="8-12", split=(1 - 2 * share, share, share), random_state=0
-    )
+    sim, fit_data = simulate("warp", args.n, "8-12", 0.05)
 
     def score(est):
         return fi.metrics.summarize(sim.test.truth, est.transform(sim.test.data))["mse"]
 
-    return fi.IrregularData.concat([sim.train.data, sim.validation.data]), score
+    return fit_data, score
 
 
 @torch.no_grad()

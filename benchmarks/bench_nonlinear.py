@@ -201,12 +201,20 @@ def results_prefix(
     return prefix
 
 
-def run_one(name, sparsity, args):
-    share = args.test_share
+def simulate(name, n, sparsity, share):
+    """The process's draw of ``n`` subjects and the subjects fitted.
+
+    ``share`` of the subjects are test subjects and as many are validation
+    subjects, fitted with the training ones (seed 0).
+    """
     sim = PROCESSES[name](
-        args.n, n_obs=sparsity, split=(1 - 2 * share, share, share), random_state=0
+        n, n_obs=sparsity, split=(1 - 2 * share, share, share), random_state=0
     )
-    fit_data = IrregularData.concat([sim.train.data, sim.validation.data])
+    return sim, IrregularData.concat([sim.train.data, sim.validation.data])
+
+
+def run_one(name, sparsity, args):
+    sim, fit_data = simulate(name, args.n, sparsity, args.test_share)
     test, truth = sim.test.data, sim.test.truth
     rows = []
     for method in ["linear oracle"] + [m for m in args.methods if m != "linear oracle"]:
