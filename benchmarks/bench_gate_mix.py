@@ -43,7 +43,9 @@ from bench_nonlinear import simulate  # noqa: E402
 from bench_realdata import DATASETS, held_out_split, squared_errors  # noqa: E402
 
 import fdaimpute as fi  # noqa: E402
+from fdaimpute._neural.base import _NeuralImputer  # noqa: E402
 from fdaimpute.nn import Trainer  # noqa: E402
+from fdaimpute.nn.training import BASE_WEIGHTS  # noqa: E402
 from fdaimpute.nn.validation import _held_out_batches  # noqa: E402
 
 
@@ -100,6 +102,8 @@ class Recorder:
     def record(self, trainer, data, hidden):
         module = trainer.module
         module.eval()
+        # score the mix itself even while a held-out weight's network trains
+        network_only, trainer.network_only = trainer.network_only, False
         mix = _errors(trainer, data, hidden, trainer.read)
         network = _errors(
             trainer, data, hidden, lambda out, batch: trainer.read(out.network, batch)
@@ -109,6 +113,7 @@ class Recorder:
         gate.zero_()
         base = _errors(trainer, data, hidden, trainer.read)
         gate.copy_(trained)
+        trainer.network_only = network_only
         g, best = best_weight(base, network)
         self.records.append(
             {
@@ -173,9 +178,16 @@ def main(argv=None):
     parser.add_argument("split", type=int, nargs="?", default=0, help="uk: split")
     parser.add_argument("--seed", type=int, default=0, help="SAND's random_state")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--base-weight",
+        choices=BASE_WEIGHTS,
+        default=BASE_WEIGHTS[0],
+        help="how the network's weight in the mix is set (Trainer's base_weight)",
+    )
     parser.add_argument("--save", help="write the records and test scores here")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    _NeuralImputer._base_weight = args.base_weight
 
     data, score = load(args)
     est = fi.SANDImputer(

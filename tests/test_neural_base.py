@@ -72,10 +72,18 @@ def test_a_kept_network_mixes_with_the_base_refitted_on_every_subject(
     def always(self, score, epoch):
         return keep(self, score - 1e6 if epoch >= self.start_epoch else score, epoch)
 
+    def halfway(self, valid, hidden):
+        for name, param in self.module.named_parameters():
+            if name.endswith("base_gate"):
+                param.data.fill_(0.5)
+
     monkeypatch.setattr(training.Trainer, "_keep_if_best", always)
     monkeypatch.setattr(training.Trainer, "_check_gain", lambda self, v, h: None)
+    # the network after two epochs may be worse than the base everywhere (a
+    # held-out weight of 0): set the weight instead of choosing it
+    monkeypatch.setattr(training.Trainer, "_choose_base_weight", halfway)
     model = cls(**dict(params, base="pace", max_epochs=2)).fit(data)
-    assert model.best_epoch_ >= 0 and model.base_weight_ != 0
+    assert model.best_epoch_ >= 0 and model.base_weight_ == 0.5
     assert model.base_.n_subjects_fit_ == len(data)
     pace = fi.PACEImputer(grid=model.grid_, random_state=params["random_state"])
     base = pace.fit(data).transform(data)
@@ -92,6 +100,45 @@ def test_a_kept_network_mixes_with_the_base_refitted_on_every_subject(
     np.testing.assert_allclose(
         model.transform(data), base + g * (network - base), rtol=1e-4, atol=1e-4
     )
+
+
+@torch_classes
+def test_cross_fitted_networks_mix_with_the_imputers_weight(
+    cls, params, data, monkeypatch
+):
+    # the folds' networks have no held-out subjects of their own: their
+    # weight is the one the imputer chose on its own
+    from fdaimpute._neural.base import _NeuralImputer
+    from fdaimpute.nn import training
+
+    keep = training.Trainer._keep_if_best
+
+    def always(self, score, epoch):
+        return keep(self, score - 1e6 if epoch >= self.start_epoch else score, epoch)
+
+    def chosen(self, valid, hidden):
+        for name, param in self.module.named_parameters():
+            if name.endswith("base_gate"):
+                param.data.fill_(0.3 if valid is not None else 1.0)
+
+    folds = []
+    fold_network = _NeuralImputer._fold_network
+
+    def record(self, *args):
+        folds.append(fold_network(self, *args))
+        return folds[-1]
+
+    monkeypatch.setattr(training.Trainer, "_keep_if_best", always)
+    monkeypatch.setattr(training.Trainer, "_check_gain", lambda self, v, h: None)
+    monkeypatch.setattr(training.Trainer, "_choose_base_weight", chosen)
+    monkeypatch.setattr(_NeuralImputer, "_fold_network", record)
+    params = dict(params, base="pace", max_epochs=2, calibration_folds=2)
+    model = cls(**params).fit(data)
+    assert model.base_weight_ == pytest.approx(0.3)
+    assert len(folds) == 2
+    for module in folds:
+        gates = [p for n, p in module.named_parameters() if n.endswith("base_gate")]
+        assert gates and all(float(g) == pytest.approx(0.3) for g in gates)
 
 
 @pytest.mark.parametrize(

@@ -1003,11 +1003,133 @@ def test_sands_base_gate_learns_at_the_transformers_rate():
     rest = {id(p) for p in model.parameter_groups()[0]}
     assert len(gates) == 2 and all(id(g) in rest for g in gates)
     trainer = Trainer(
-        model, torch.linspace(0, 1, 21), max_epochs=5, lr=1e-2, sand_lr=1e-5
+        model,
+        torch.linspace(0, 1, 21),
+        max_epochs=5,
+        lr=1e-2,
+        sand_lr=1e-5,
+        base_weight="trained",
     )
     trainer.fit(ragged(n=64, seed=1))
     steps = 5 * trainer.steps_per_epoch
     assert float(model.base_gate) > 20 * 1e-5 * steps
+
+
+def _based_sand(base):
+    """A SAND module with a gate and a fixed base curve ``base(grid)``."""
+    torch.manual_seed(0)
+    model = SANDModule(
+        VTModule(**SMALL, base_gate=True), SANDLayer(2, 8, 16), base_gate=True
+    )
+
+    def curves(t, y, mask, grid):
+        curve = base(grid).expand(len(t), -1)
+        return curve, torch.zeros_like(curve)
+
+    model.base_curves = curves
+    return model
+
+
+def _fit_with_base(base, base_weight, valid=True):
+    grid = torch.linspace(0, 1, 21)
+    model = _based_sand(base)
+    trainer = Trainer(
+        model,
+        grid,
+        max_epochs=4,
+        batch_size=8,
+        lr=3e-3,
+        seed=0,
+        base_weight=base_weight,
+    )
+    held_out = ragged(n=12, seed=2, lo=5)
+    hidden = torch.zeros(held_out.times.shape[0], dtype=torch.bool)
+    hidden[1::3] = True
+    if valid:
+        trainer.fit(ragged(n=32, seed=1), held_out, hidden)
+    else:
+        trainer.fit(ragged(n=32, seed=1))
+    return trainer, held_out, hidden
+
+
+def _network_state(model):
+    return {k: v for k, v in model.state_dict().items() if not k.endswith("base_gate")}
+
+
+def test_held_out_weight_trains_the_network_as_without_a_base():
+    # the network is trained and its epoch chosen on its own curves: two bases
+    # give the same network; a trained gate couples the network to its base
+    def zero(grid):
+        return torch.zeros_like(grid)
+
+    def wave(grid):
+        return torch.sin(2 * math.pi * grid)
+
+    fits = {
+        (mode, base): _fit_with_base(base, mode)[0]
+        for mode in ("held-out", "trained")
+        for base in (zero, wave)
+    }
+    same = _network_state(fits["held-out", zero].module)
+    other = _network_state(fits["held-out", wave].module)
+    assert fits["held-out", zero].best_epoch == fits["held-out", wave].best_epoch
+    for name, value in same.items():
+        torch.testing.assert_close(value, other[name], rtol=0, atol=0)
+    coupled = _network_state(fits["trained", zero].module)
+    differs = _network_state(fits["trained", wave].module)
+    assert any(not torch.equal(coupled[k], differs[k]) for k in coupled)
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        lambda grid: torch.sin(2 * math.pi * grid),
+        lambda grid: torch.full_like(grid, 0.6),
+        lambda grid: torch.zeros_like(grid),
+    ],
+    # the noise-free curve (a weight near 0), a shifted mean (near 1), the
+    # mean (beyond 1, clipped)
+    ids=["truth", "shifted", "mean"],
+)
+def test_held_out_weight_is_the_least_squares_weight_on_the_hidden_points(base):
+    from fdaimpute.nn.validation import _held_out_batches
+
+    trainer, valid, hidden = _fit_with_base(base, "held-out")
+    model = trainer.module
+    gates = [p for n, p in model.named_parameters() if n.endswith("base_gate")]
+    chosen = float(gates[0])
+    assert all(float(g) == chosen for g in gates)
+
+    def errors(weight):
+        with torch.no_grad():
+            for gate in gates:
+                gate.fill_(weight)
+            found = _held_out_batches(
+                trainer.forward, valid, hidden, trainer.grid, None, 512, trainer.read
+            )
+            return torch.cat([err[held] for _, held, err, _ in found]).double()
+
+    base, network = errors(0.0), errors(1.0)
+    d = network - base
+    expected = float(-(base * d).sum() / (d * d).sum())
+    assert chosen == pytest.approx(min(max(expected, 0.0), 1.0), abs=1e-5)
+    # the chosen weight is the best one on those points
+    for weight in (0.0, 0.5 * chosen, min(1.0, chosen + 0.2), 1.0):
+        mix = base + weight * d
+        assert float((base + chosen * d).pow(2).mean()) <= float(mix.pow(2).mean())
+
+
+def test_held_out_weight_without_validation_subjects_is_the_network():
+    trainer, _, _ = _fit_with_base(
+        lambda grid: torch.zeros_like(grid), "held-out", False
+    )
+    gates = [p for n, p in trainer.module.named_parameters() if n.endswith("gate")]
+    assert len(gates) == 2 and all(float(g) == 1.0 for g in gates)
+
+
+def test_trainer_refuses_an_unknown_base_weight():
+    with pytest.raises(ValueError, match="base_weight"):
+        Trainer(tiny_sand(), torch.linspace(0, 1, 5), base_weight="learnt")
 
 
 def test_validation_hiding_is_fixed_by_its_seed_and_follows_batches():

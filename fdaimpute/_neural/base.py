@@ -92,8 +92,13 @@ class _NeuralImputer(
     #: Eager training steps (CNP's; VT and SAND take it as a parameter).
     cuda_graph = False
 
+    #: How the network's weight in the mix with the base is set (the
+    #: Trainer's ``base_weight``).
+    _base_weight = "held-out"
+
     # ------------------------------------------------------------------ #
     # hooks
+
     def _check_config(self, cfg):
         """Checks across parameters of the resolved settings ``cfg``."""
         if cfg["d_model"] % cfg["n_heads"]:
@@ -548,6 +553,12 @@ class _NeuralImputer(
             )
             trainer.fit(self._tensors(train, settings.device))
             self._finish_fold(module, settings.grid)
+            if self._base_weight == "held-out" and self.base_ is not None:
+                # the imputer's weight, chosen on its held-out subjects
+                gates = dict(self.module_.named_parameters())
+                for name, param in module.named_parameters():
+                    if name.endswith("base_gate"):
+                        param.data.copy_(gates[name].data)
         return module
 
     def _record(self, trainer, module, offset, warm):
@@ -670,6 +681,7 @@ class _NeuralImputer(
             start_epoch=start_epoch,
             stop_epoch=stop_epoch,
             keep_start=self.base_ is not None,
+            base_weight=self._base_weight,
             **self._trainer_options(),
         )
 

@@ -73,6 +73,13 @@ def mean_over_ranks(value, device, size):
     return _reduce(value, device, dist.ReduceOp.SUM) / size
 
 
+def sum_over_ranks(value, device, size):
+    """The sum of a float over the ranks (the value itself with one rank)."""
+    if size == 1:
+        return value
+    return _reduce(value, device, dist.ReduceOp.SUM)
+
+
 def min_over_ranks(value, device, size):
     """The smallest of a number over the ranks (the value itself with one rank)."""
     if size == 1:

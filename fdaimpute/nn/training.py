@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from dataclasses import replace
 
 import torch
 
@@ -43,6 +44,9 @@ __all__ = ["Trainer"]
 #: one call instead of one per batch (each call has fixed costs, and on a GPU
 #: it waits for the device).
 BASE_GROUP_SUBJECTS = 4096
+
+#: How the weight of the network's curve in a mix with a base is set.
+BASE_WEIGHTS = ("held-out", "trained")
 
 
 def _autocast_dtype(name):
@@ -162,6 +166,19 @@ class Trainer:
         rest alone is a real gain, which the test turned down (on every
         split of all UK electricity households at 30 readings, where the
         mix was up to 4% below PACE: ``docs/benchmarks.md``, gate-power).
+    base_weight : {"held-out", "trained"}, default="held-out"
+        With a statistical base (a module with ``base_gate``): how the
+        weight of the network's curve in the mix is set. ``"held-out"``:
+        the network is trained, and its epoch chosen, on its own error
+        alone, as without a base; then the weight is the least-squares one
+        on the validation subjects' hidden points (clipped to [0, 1], per
+        variable; 1 without validation subjects), and ``keep_start``'s
+        comparison judges that mix against the base. ``"trained"``: the
+        gate is a parameter trained with the network, on the mix's error
+        and the network's own. Trained that way the network served the mix
+        and was weaker alone than one trained alone, and the gate's weight
+        was not the one best on new subjects (``docs/benchmarks.md``,
+        gate-mix).
 
     Attributes
     ----------
@@ -236,7 +253,12 @@ class Trainer:
         keep_start=False,
         start_margin=1.0,
         start_level=1.0,
+        base_weight="held-out",
     ):
+        if base_weight not in BASE_WEIGHTS:
+            raise ValueError(
+                f"base_weight must be one of {BASE_WEIGHTS}, got {base_weight!r}"
+            )
         self.module = module
         self.grid = grid
         self.max_epochs = max_epochs
@@ -277,6 +299,9 @@ class Trainer:
         self.start_level = float(start_level)
         self.start_state = None
         self.start_gain = None
+        self.base_weight = base_weight
+        # while True, the network's own output is what is trained and scored
+        self.network_only = False
         self.epoch = self.start_epoch
         self.stop_reason = None
         self.interrupted = False
@@ -378,6 +403,8 @@ class Trainer:
 
         What :meth:`validate` scores at the hidden validation points.
         """
+        if self.network_only and out.network is not None:
+            out = out.network
         vt, sand = read_at(out, self.grid, batch.times, self.anchors, batch.variable)
         return vt if sand is None else sand
 
@@ -397,6 +424,8 @@ class Trainer:
         outputs = [("", out)]
         if out.network is not None:
             outputs.append(("network ", out.network))
+            if self.network_only:
+                outputs = outputs[1:]
         weight = self.point_weights(batch)
         for prefix, output in outputs:
             vt, sand = read_at(
@@ -414,6 +443,8 @@ class Trainer:
         own (see :class:`RegularizerContext`).
         """
         times, mask, embedding = batch.times, batch.visible, out.embedding
+        if self.network_only and out.network is not None:
+            out = replace(out.network, hidden=out.hidden)
         curves = (out.output, out.curve, out.derivative)
         hidden = out.hidden or {}
         p = getattr(self.module, "n_variables", 1)
@@ -615,6 +646,8 @@ class Trainer:
         -------
         self
         """
+        with_base = module_base(self.module) is not None
+        self.network_only = with_base and self.base_weight == "held-out"
         if self.configure(len(train)):
             self.graphed = GraphedStep(self, train)
         keys = ["epoch", "train_loss", "valid_loss", "lr", "seconds", *self.reg_names]
@@ -642,6 +675,12 @@ class Trainer:
             self.module.load_state_dict(self.best_state)
             if self.finish(valid, valid_hidden):
                 self.best_state = self._state_copy()
+        if self.network_only:
+            self.network_only = False
+            if trained:
+                self.module.load_state_dict(self.best_state)
+                self._choose_base_weight(valid, valid_hidden)
+                self.best_state = self._state_copy()
         if self.start_state is not None and self.best_epoch >= self.start_epoch:
             if check is None:
                 check, check_hidden = valid, valid_hidden
@@ -650,6 +689,68 @@ class Trainer:
             self.module.load_state_dict(self.best_state)
         self.module.eval()
         return self
+
+    @torch.no_grad()
+    def _choose_base_weight(self, valid, hidden):
+        """Set the base gates to the least-squares weight of the network's curve.
+
+        On the validation subjects' ``hidden`` points, per variable: the
+        weight ``w`` in [0, 1] of ``base + w (network - base)`` with the
+        least squared error. Without validation subjects, 1 (the network's
+        curve alone: nothing to weigh it by).
+        """
+        from fdaimpute.nn.validation import _held_out_batches
+
+        n_var = getattr(self.module, "n_variables", 1)
+        gates = [p for n, p in self.module.named_parameters() if _is_gate(n)]
+        if valid is None:
+            for gate in gates:
+                gate.fill_(1.0)
+            return
+        self.module.eval()
+
+        def errors():
+            """Prediction less value at the hidden points, and their variables."""
+            found = [
+                (err[held].double().cpu(), None if var is None else var[held].cpu())
+                for _, held, err, var in _held_out_batches(
+                    self.forward,
+                    valid,
+                    hidden,
+                    self.grid,
+                    self.anchors,
+                    self.batch_size,
+                    self.read,
+                )
+            ]
+            err = torch.cat([e for e, _ in found])
+            if n_var == 1:
+                return err, torch.zeros(err.shape, dtype=torch.long)
+            return err, torch.cat([v for _, v in found]).long()
+
+        for gate in gates:
+            gate.zero_()
+        base, variable = errors()
+        self.network_only = True
+        network = errors()[0]
+        self.network_only = False
+        d = network - base
+        sums = torch.zeros(2, n_var, dtype=torch.float64)
+        sums[0].index_add_(0, variable, -base * d)
+        sums[1].index_add_(0, variable, d * d)
+        cross, square = (
+            [
+                distributed.sum_over_ranks(float(x), self.device, self.world_size)
+                for x in row
+            ]
+            for row in sums
+        )
+        weight = [
+            0.0 if q <= 0 else min(max(c / q, 0.0), 1.0) for c, q in zip(cross, square)
+        ]
+        for gate in gates:
+            value = torch.tensor(weight if gate.ndim else weight[0], dtype=gate.dtype)
+            gate.copy_(value.to(gate.device))
 
     def _check_gain(self, valid, hidden):
         """Go back to the start unless the best epoch beat it clearly."""
@@ -716,7 +817,7 @@ class Trainer:
             self.best_epoch = self.start_epoch - 1
             return
         for name, value in self.best_state.items():
-            if name.split(".")[-1] == "base_gate":
+            if _is_gate(name):
                 value[lost] = 0.0
 
     def _epochs(self, train, valid, valid_hidden, keys, bar):
@@ -855,3 +956,8 @@ class Trainer:
             stacklevel=4,
         )
         self.stop_reason = "non-finite loss"
+
+
+def _is_gate(name):
+    """Whether a parameter's name is that of a base gate."""
+    return name.split(".")[-1] == "base_gate"
