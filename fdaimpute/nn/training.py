@@ -648,6 +648,9 @@ class Trainer:
         """
         with_base = module_base(self.module) is not None
         self.network_only = with_base and self.base_weight == "held-out"
+        for gate in self._gates() if self.network_only else ():
+            # no gradient reaches it (and DistributedDataParallel must know)
+            gate.requires_grad_(False)
         if self.configure(len(train)):
             self.graphed = GraphedStep(self, train)
         keys = ["epoch", "train_loss", "valid_loss", "lr", "seconds", *self.reg_names]
@@ -677,6 +680,8 @@ class Trainer:
                 self.best_state = self._state_copy()
         if self.network_only:
             self.network_only = False
+            for gate in self._gates():
+                gate.requires_grad_(True)
             if trained:
                 self.module.load_state_dict(self.best_state)
                 self._choose_base_weight(valid, valid_hidden)
@@ -690,6 +695,10 @@ class Trainer:
         self.module.eval()
         return self
 
+    def _gates(self):
+        """The module's base gates (the weights of the network in the mix)."""
+        return [p for n, p in self.module.named_parameters() if _is_gate(n)]
+
     @torch.no_grad()
     def _choose_base_weight(self, valid, hidden):
         """Set the base gates to the least-squares weight of the network's curve.
@@ -702,7 +711,7 @@ class Trainer:
         from fdaimpute.nn.validation import _held_out_batches
 
         n_var = getattr(self.module, "n_variables", 1)
-        gates = [p for n, p in self.module.named_parameters() if _is_gate(n)]
+        gates = self._gates()
         if valid is None:
             for gate in gates:
                 gate.fill_(1.0)
