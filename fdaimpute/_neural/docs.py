@@ -203,10 +203,11 @@ COMMON_ATTRS_DOC = """
         Its constructor arguments.
     history_ : dict of list
         Per epoch: ``epoch``, ``train_loss``, ``valid_loss`` (MSE of
-        standardised values), ``lr``, ``seconds``, ``reg/<name>``.
+        standardised values; with a base, those of the network's own
+        curve), ``lr``, ``seconds``, ``reg/<name>``.
     best_epoch_ : int
         The epoch whose weights were kept; ``-1`` (one less than the first
-        epoch of this fit) when no epoch beat the start, i.e. the base.
+        epoch of this fit) when the mix did not beat the base.
     base_ : imputer or None
         The fitted base (see ``base``).
     covariate_encoding_ : dict

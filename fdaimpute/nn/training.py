@@ -48,6 +48,10 @@ BASE_GROUP_SUBJECTS = 4096
 #: How the weight of the network's curve in a mix with a base is set.
 BASE_WEIGHTS = ("held-out", "trained")
 
+#: Draws of the validation subjects' hidden points the held-out weight is
+#: fitted on (one draw hides up to half of a subject's points, often a run).
+WEIGHT_DRAWS = 8
+
 
 def _autocast_dtype(name):
     """The autocast type of ``amp`` on CUDA: bfloat16 where supported."""
@@ -284,6 +288,7 @@ class Trainer:
         self.bucket = bucket
         self.rank, self.world_size = distributed.world()
         self.verbose = verbose and self.rank == 0
+        self.seed = int(seed)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.cpu_generator = torch.Generator().manual_seed(seed + 1)
         self.history = {}
@@ -703,12 +708,16 @@ class Trainer:
     def _choose_base_weight(self, valid, hidden):
         """Set the base gates to the least-squares weight of the network's curve.
 
-        On the validation subjects' ``hidden`` points, per variable: the
-        weight ``w`` in [0, 1] of ``base + w (network - base)`` with the
-        least squared error. Without validation subjects, 1 (the network's
-        curve alone: nothing to weigh it by).
+        On the validation subjects' ``hidden`` points and ``WEIGHT_DRAWS - 1``
+        more draws of them, per variable: the weight ``w`` in [0, 1] of
+        ``base + w (network - base)`` with the least squared error. Without
+        validation subjects, 1 (the network's curve alone: nothing to weigh
+        it by).
         """
-        from fdaimpute.nn.validation import _held_out_batches
+        from fdaimpute.nn.validation import (
+            _held_out_batches,
+            hide_validation_observations,
+        )
 
         n_var = getattr(self.module, "n_variables", 1)
         gates = self._gates()
@@ -718,14 +727,14 @@ class Trainer:
             return
         self.module.eval()
 
-        def errors():
-            """Prediction less value at the hidden points, and their variables."""
+        def errors(drawn):
+            """Prediction less value at the points drawn, and their variables."""
             found = [
                 (err[held].double().cpu(), None if var is None else var[held].cpu())
                 for _, held, err, var in _held_out_batches(
                     self.forward,
                     valid,
-                    hidden,
+                    drawn,
                     self.grid,
                     self.anchors,
                     self.batch_size,
@@ -737,16 +746,20 @@ class Trainer:
                 return err, torch.zeros(err.shape, dtype=torch.long)
             return err, torch.cat([v for _, v in found]).long()
 
+        draws = [hidden] + [
+            hide_validation_observations(valid, self.seed + 7919 * d + 3)
+            for d in range(1, WEIGHT_DRAWS)
+        ]
         for gate in gates:
             gate.zero_()
-        base, variable = errors()
-        self.network_only = True
-        network = errors()[0]
-        self.network_only = False
-        d = network - base
         sums = torch.zeros(2, n_var, dtype=torch.float64)
-        sums[0].index_add_(0, variable, -base * d)
-        sums[1].index_add_(0, variable, d * d)
+        for drawn in draws:
+            base, variable = errors(drawn)
+            self.network_only = True
+            d = errors(drawn)[0] - base
+            self.network_only = False
+            sums[0].index_add_(0, variable, -base * d)
+            sums[1].index_add_(0, variable, d * d)
         cross, square = (
             [
                 distributed.sum_over_ranks(float(x), self.device, self.world_size)
