@@ -1056,6 +1056,33 @@ def _network_state(model):
     return {k: v for k, v in model.state_dict().items() if not k.endswith("base_gate")}
 
 
+def test_detached_weight_leaves_the_network_to_its_own_curves():
+    # one epoch, no validation: the network's step does not depend on the
+    # base when only the gate learns from the mix; the gate itself does
+    def fit(base):
+        model = _based_sand(base)
+        # (no clipping: the gate's gradient counts in the clipped norm)
+        trainer = Trainer(
+            model,
+            torch.linspace(0, 1, 21),
+            max_epochs=1,
+            batch_size=8,
+            lr=3e-3,
+            clip_grad=None,
+            base_weight="detached",
+        )
+        trainer.fit(ragged(n=32, seed=1))
+        return model
+
+    one = fit(lambda grid: torch.zeros_like(grid))
+    two = fit(lambda grid: torch.sin(2 * math.pi * grid))
+    other = _network_state(two)
+    for name, value in _network_state(one).items():
+        torch.testing.assert_close(value, other[name], rtol=0, atol=0)
+    assert float(one.base_gate) != float(two.base_gate)
+    assert not one.vt.mix_detached
+
+
 def test_held_out_weight_trains_the_network_as_without_a_base():
     # the network is trained and its epoch chosen on its own curves: two bases
     # give the same network; a trained gate couples the network to its base

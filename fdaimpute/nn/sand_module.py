@@ -187,6 +187,8 @@ class SANDModule(nn.Module):
             return replace(out, sand=smooth, derivative=deriv)
         gate = channel_gate(self.base_gate, grid.shape[0])
         network = replace(out.network, sand=smooth, derivative=deriv)
+        if self.vt.mix_detached:
+            smooth, deriv = smooth.detach(), deriv.detach()
         return replace(
             out,
             sand=base[0] + gate * (smooth - base[0]),

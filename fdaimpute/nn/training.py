@@ -46,7 +46,7 @@ __all__ = ["Trainer"]
 BASE_GROUP_SUBJECTS = 4096
 
 #: How the weight of the network's curve in a mix with a base is set.
-BASE_WEIGHTS = ("held-out", "trained")
+BASE_WEIGHTS = ("held-out", "trained", "detached")
 
 #: Draws of the validation subjects' hidden points the held-out weight is
 #: fitted on (one draw hides up to half of a subject's points, often a run).
@@ -170,7 +170,7 @@ class Trainer:
         rest alone is a real gain, which the test turned down (on every
         split of all UK electricity households at 30 readings, where the
         mix was up to 4% below PACE: ``docs/benchmarks.md``, gate-power).
-    base_weight : {"held-out", "trained"}, default="held-out"
+    base_weight : {"held-out", "trained", "detached"}, default="held-out"
         With a statistical base (a module with ``base_gate``): how the
         weight of the network's curve in the mix is set. ``"held-out"``:
         the network is trained, and its epoch chosen, on its own error
@@ -179,10 +179,11 @@ class Trainer:
         variable; 1 without validation subjects), and ``keep_start``'s
         comparison judges that mix against the base. ``"trained"``: the
         gate is a parameter trained with the network, on the mix's error
-        and the network's own. Trained that way the network served the mix
-        and was weaker alone than one trained alone, and the gate's weight
-        was not the one best on new subjects (``docs/benchmarks.md``,
-        gate-mix).
+        and the network's own (the network then serves the mix as well as
+        the data). ``"detached"``: the same, except that the mix's error
+        trains the gate alone, so the network learns from its own curves;
+        the epoch is chosen by the mix's error. ``docs/benchmarks.md``,
+        base-weight, compares the three.
 
     Attributes
     ----------
@@ -653,6 +654,9 @@ class Trainer:
         """
         with_base = module_base(self.module) is not None
         self.network_only = with_base and self.base_weight == "held-out"
+        vt = getattr(self.module, "vt", self.module)
+        if with_base and self.base_weight == "detached":
+            vt.mix_detached = True
         for gate in self._gates() if self.network_only else ():
             # no gradient reaches it (and DistributedDataParallel must know)
             gate.requires_grad_(False)
@@ -683,6 +687,7 @@ class Trainer:
             self.module.load_state_dict(self.best_state)
             if self.finish(valid, valid_hidden):
                 self.best_state = self._state_copy()
+        vt.mix_detached = False
         if self.network_only:
             self.network_only = False
             for gate in self._gates():

@@ -247,6 +247,8 @@ class VTModule(nn.Module):
     """
 
     base_curves = None
+    #: Whether the mix's gradient reaches the gate only (not the network).
+    mix_detached = False
 
     def __init__(
         self,
@@ -477,5 +479,6 @@ class VTModule(nn.Module):
                 f"network's {tuple(curve.shape)} (one curve per variable)"
             )
         gate = channel_gate(self.base_gate, grid.shape[0])
-        mixed = base[0] + gate * (curve - base[0])
+        own = curve.detach() if self.mix_detached else curve
+        mixed = base[0] + gate * (own - base[0])
         return ModuleOutput(mixed, emb, hidden=hidden, network=ModuleOutput(curve, emb))
