@@ -1003,12 +1003,7 @@ def test_sands_base_gate_learns_at_the_transformers_rate():
     rest = {id(p) for p in model.parameter_groups()[0]}
     assert len(gates) == 2 and all(id(g) in rest for g in gates)
     trainer = Trainer(
-        model,
-        torch.linspace(0, 1, 21),
-        max_epochs=5,
-        lr=1e-2,
-        sand_lr=1e-5,
-        base_weight="trained",
+        model, torch.linspace(0, 1, 21), max_epochs=5, lr=1e-2, sand_lr=1e-5
     )
     trainer.fit(ragged(n=64, seed=1))
     steps = 5 * trainer.steps_per_epoch

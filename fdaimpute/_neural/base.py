@@ -94,7 +94,7 @@ class _NeuralImputer(
 
     #: How the network's weight in the mix with the base is set (the
     #: Trainer's ``base_weight``).
-    _base_weight = "held-out"
+    _base_weight = "detached"
 
     # ------------------------------------------------------------------ #
     # hooks

@@ -46,7 +46,7 @@ __all__ = ["Trainer"]
 BASE_GROUP_SUBJECTS = 4096
 
 #: How the weight of the network's curve in a mix with a base is set.
-BASE_WEIGHTS = ("held-out", "trained", "detached")
+BASE_WEIGHTS = ("detached", "held-out", "trained")
 
 #: Draws of the validation subjects' hidden points the held-out weight is
 #: fitted on (one draw hides up to half of a subject's points, often a run).
@@ -170,19 +170,21 @@ class Trainer:
         rest alone is a real gain, which the test turned down (on every
         split of all UK electricity households at 30 readings, where the
         mix was up to 4% below PACE: ``docs/benchmarks.md``, gate-power).
-    base_weight : {"held-out", "trained", "detached"}, default="held-out"
+    base_weight : {"detached", "held-out", "trained"}, default="detached"
         With a statistical base (a module with ``base_gate``): how the
-        weight of the network's curve in the mix is set. ``"held-out"``:
-        the network is trained, and its epoch chosen, on its own error
-        alone, as without a base; then the weight is the least-squares one
-        on the validation subjects' hidden points (clipped to [0, 1], per
-        variable; 1 without validation subjects), and ``keep_start``'s
-        comparison judges that mix against the base. ``"trained"``: the
-        gate is a parameter trained with the network, on the mix's error
-        and the network's own (the network then serves the mix as well as
-        the data). ``"detached"``: the same, except that the mix's error
-        trains the gate alone, so the network learns from its own curves;
-        the epoch is chosen by the mix's error. ``docs/benchmarks.md``,
+        weight of the network's curve in the mix is set. ``"detached"``:
+        the network learns from its own curves, as without a base, and the
+        gate from the mix's error on the training subjects (which reaches
+        the gate alone); the epoch is chosen by the mix's error.
+        ``"trained"``: the same, except that the mix's error trains the
+        network too, which then serves the mix as well as the data (where
+        the weight is below 1 the mix's error asks the network to overshoot
+        the data). ``"held-out"``: the network is trained, and its epoch
+        chosen, on its own error alone; then the weight is the
+        least-squares one at the validation subjects' hidden points
+        (``WEIGHT_DRAWS`` draws pooled; clipped to [0, 1], per variable; 1
+        without validation subjects). ``keep_start``'s comparison then
+        judges the mix against the base. ``docs/benchmarks.md``,
         base-weight, compares the three.
 
     Attributes
@@ -258,7 +260,7 @@ class Trainer:
         keep_start=False,
         start_margin=1.0,
         start_level=1.0,
-        base_weight="held-out",
+        base_weight="detached",
     ):
         if base_weight not in BASE_WEIGHTS:
             raise ValueError(
