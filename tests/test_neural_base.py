@@ -57,14 +57,8 @@ def test_untrained_network_is_the_base(cls, params, data):
         )
 
 
-@torch_classes
-def test_a_kept_network_mixes_with_the_base_refitted_on_every_subject(
-    cls, params, data, monkeypatch
-):
-    # the gate opened (every epoch replaces the start, no comparison): the
-    # network is kept, and the base its curve is mixed with is refitted on
-    # every subject, as PACEImputer(random_state=...) on the same data; the
-    # curves are b + g (f - b) with that base
+def _keep_every_epoch(monkeypatch):
+    """Every epoch replaces the start and no comparison sends it back."""
     from fdaimpute.nn import training
 
     keep = training.Trainer._keep_if_best
@@ -74,6 +68,17 @@ def test_a_kept_network_mixes_with_the_base_refitted_on_every_subject(
 
     monkeypatch.setattr(training.Trainer, "_keep_if_best", always)
     monkeypatch.setattr(training.Trainer, "_check_gain", lambda self, v, h: None)
+
+
+@torch_classes
+def test_a_kept_network_mixes_with_the_base_refitted_on_every_subject(
+    cls, params, data, monkeypatch
+):
+    # the gate opened (every epoch replaces the start, no comparison): the
+    # network is kept, and the base its curve is mixed with is refitted on
+    # every subject, as PACEImputer(random_state=...) on the same data; the
+    # curves are b + g (f - b) with that base
+    _keep_every_epoch(monkeypatch)
     model = cls(**dict(params, base="pace", max_epochs=2)).fit(data)
     assert model.best_epoch_ >= 0 and model.base_weight_ != 0
     assert model.base_.n_subjects_fit_ == len(data)
@@ -103,11 +108,6 @@ def test_cross_fitted_networks_mix_with_the_imputers_weight(
     from fdaimpute._neural.base import _NeuralImputer
     from fdaimpute.nn import training
 
-    keep = training.Trainer._keep_if_best
-
-    def always(self, score, epoch):
-        return keep(self, score - 1e6 if epoch >= self.start_epoch else score, epoch)
-
     def chosen(self, valid, hidden):
         for name, param in self.module.named_parameters():
             if name.endswith("base_gate"):
@@ -120,8 +120,7 @@ def test_cross_fitted_networks_mix_with_the_imputers_weight(
         folds.append(fold_network(self, *args))
         return folds[-1]
 
-    monkeypatch.setattr(training.Trainer, "_keep_if_best", always)
-    monkeypatch.setattr(training.Trainer, "_check_gain", lambda self, v, h: None)
+    _keep_every_epoch(monkeypatch)
     monkeypatch.setattr(training.Trainer, "_choose_base_weight", chosen)
     monkeypatch.setattr(_NeuralImputer, "_fold_network", record)
     monkeypatch.setattr(_NeuralImputer, "_base_weight", "held-out")

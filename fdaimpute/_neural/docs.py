@@ -29,22 +29,26 @@ COMMON_PARAMS_DOC = """
         (``split_["train"]``, never the validation subjects) and then
         computed, for each subject, from the same observations the encoder
         sees. The output is the base's curve ``b`` corrected towards the
-        network's own curve ``f``: ``b + g * (f - b)`` with a weight ``g``
-        in [0, 1] (for SAND, ``f`` is SAND's curve and the derivative is
-        ``b' + g * (f' - b')``, so curves stay C1). The network is trained
-        as without a base, on its own curves, and the validation subjects
-        are split in two: on the first half (``split_["selection"]``) the
-        epoch is chosen by the network's own held-out error, then ``g`` is
-        the weight with the least squared error at those subjects' hidden
-        points; the mix is kept only if, on the second half
-        (``split_["comparison"]``), its error is below the base's by at
-        least one standard error (paired over subjects, each subject's
-        error pooled over eight draws of its hidden points;
-        ``start_gain_``), else the imputer *is* the base (``g = 0``,
-        ``best_epoch_ == -1``). Either way the base is then refitted on
-        every subject (the network's own curve does not depend on it).
+        network's own curve ``f``: ``b + g * (f - b)``, with a learnt weight
+        ``g`` that starts at zero (for SAND, ``f`` is SAND's curve and the
+        derivative is ``b' + g * (f' - b')``, so curves stay C1). The
+        network learns from its own curves, as without a base, and ``g``
+        from the mix's error on the training subjects, which reaches ``g``
+        alone (``base_weight="detached"`` of :class:`~fdaimpute.nn.Trainer`;
+        a network that also learnt from the mix's error served the mix and
+        was weaker: ``docs/benchmarks.md``, base-weight). The untrained
+        network is the base: it is scored on the validation subjects before
+        the first epoch, so an epoch replaces it only if its held-out error
+        is lower; the validation subjects are split in two
+        (``split_["selection"]`` choose the epoch, ``split_["comparison"]``
+        judge it) and the chosen epoch is kept only if, on the second half,
+        its error is below the base's by at least one standard error
+        (paired over subjects, each subject's error pooled over eight draws
+        of its hidden points; ``start_gain_``), else the imputer *is* the
+        base (``best_epoch_ == -1``). Either way the base is then refitted
+        on every subject (the network's own curve does not depend on it).
         Without validation subjects (``validation_fraction=0``) the epoch is
-        chosen by training loss, ``g`` is 1 and none of this holds. ``None``: the
+        chosen by training loss and none of this holds. ``None``: the
         network alone. PACE is the default base because with it the
         networks were within 1.1% of PACE's held-out error on the real data
         sets scored, and at or below the network alone on the non-linear
@@ -54,7 +58,7 @@ COMMON_PARAMS_DOC = """
         (a ``MultivariateIrregularData``) ``"auto"`` and ``"pace"`` are a
         :class:`~fdaimpute.MultivariatePACEImputer` (``"kernel"`` is
         refused; an imputer given must take several variables), the weight
-        ``g`` is chosen for each variable and the comparison is made on each
+        ``g`` is one per variable and the comparison is made on each
         variable's hidden points apart: a variable on which the network
         does not beat the base keeps the base's curves (``g = 0``; the base
         is then refitted on every subject), and the imputer is the base
@@ -203,11 +207,10 @@ COMMON_ATTRS_DOC = """
         Its constructor arguments.
     history_ : dict of list
         Per epoch: ``epoch``, ``train_loss``, ``valid_loss`` (MSE of
-        standardised values; with a base, those of the network's own
-        curve), ``lr``, ``seconds``, ``reg/<name>``.
+        standardised values), ``lr``, ``seconds``, ``reg/<name>``.
     best_epoch_ : int
         The epoch whose weights were kept; ``-1`` (one less than the first
-        epoch of this fit) when the mix did not beat the base.
+        epoch of this fit) when no epoch beat the start, i.e. the base.
     base_ : imputer or None
         The fitted base (see ``base``).
     covariate_encoding_ : dict
@@ -226,9 +229,8 @@ COMMON_ATTRS_DOC = """
         (0: the base; 1: the network alone), one per variable on several;
         None without a base.
     start_gain_ : tuple of float, list or None
-        With a base: how much lower the mix's held-out error (the best
-        epoch at the weight ``g``) was than the base's on the comparison
-        subjects, that gain in standard
+        With a base: how much lower the best epoch's held-out error was
+        than the base's on the comparison subjects, that gain in standard
         errors, and a one-sided signed-rank test's p-value of the subjects'
         drops (reported, not used: see ``start_level`` of
         :class:`~fdaimpute.nn.Trainer`), or None when no epoch beat the
