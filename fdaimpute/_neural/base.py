@@ -98,7 +98,6 @@ class _NeuralImputer(
 
     # ------------------------------------------------------------------ #
     # hooks
-
     def _check_config(self, cfg):
         """Checks across parameters of the resolved settings ``cfg``."""
         if cfg["d_model"] % cfg["n_heads"]:
