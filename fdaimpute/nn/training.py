@@ -20,6 +20,7 @@ conditional neural process (:mod:`fdaimpute.nn.cnp`) is one such subclass.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import warnings
@@ -654,14 +655,23 @@ class Trainer:
         -------
         self
         """
-        with_base = module_base(self.module) is not None
-        self.network_only = with_base and self.base_weight == "held-out"
-        vt = getattr(self.module, "vt", self.module)
-        if with_base and self.base_weight == "detached":
-            vt.mix_detached = True
-        for gate in self._gates() if self.network_only else ():
-            # no gradient reaches it (and DistributedDataParallel must know)
-            gate.requires_grad_(False)
+        with self._training_mix() as held_out:
+            trained = self._run(train, valid, valid_hidden)
+        if held_out and trained:
+            self.module.load_state_dict(self.best_state)
+            self._choose_base_weight(valid, valid_hidden)
+            self.best_state = self._state_copy()
+        if self.start_state is not None and self.best_epoch >= self.start_epoch:
+            if check is None:
+                check, check_hidden = valid, valid_hidden
+            self._check_gain(check, check_hidden)
+        if self.best_state is not None:
+            self.module.load_state_dict(self.best_state)
+        self.module.eval()
+        return self
+
+    def _run(self, train, valid, valid_hidden):
+        """Configure, train and :meth:`finish`; whether an epoch was kept."""
         if self.configure(len(train)):
             self.graphed = GraphedStep(self, train)
         keys = ["epoch", "train_loss", "valid_loss", "lr", "seconds", *self.reg_names]
@@ -689,23 +699,35 @@ class Trainer:
             self.module.load_state_dict(self.best_state)
             if self.finish(valid, valid_hidden):
                 self.best_state = self._state_copy()
-        vt.mix_detached = False
-        if self.network_only:
+        return trained
+
+    @contextlib.contextmanager
+    def _training_mix(self):
+        """While training, what the mix's error reaches (see ``base_weight``).
+
+        Yields whether the weight is then chosen on held-out points
+        (``"held-out"`` with a base): meanwhile the network's own curves are
+        trained and scored, and the gates take no gradient.
+        """
+        with_base = module_base(self.module) is not None
+        held_out = with_base and self.base_weight == "held-out"
+        detached = with_base and self.base_weight == "detached"
+        vt = getattr(self.module, "vt", self.module)
+        gates = self._gates() if held_out else []
+        for gate in gates:
+            # no gradient reaches it (and DistributedDataParallel must know)
+            gate.requires_grad_(False)
+        self.network_only = held_out
+        if detached:
+            vt.mix_detached = True
+        try:
+            yield held_out
+        finally:
             self.network_only = False
-            for gate in self._gates():
+            if detached:
+                vt.mix_detached = False
+            for gate in gates:
                 gate.requires_grad_(True)
-            if trained:
-                self.module.load_state_dict(self.best_state)
-                self._choose_base_weight(valid, valid_hidden)
-                self.best_state = self._state_copy()
-        if self.start_state is not None and self.best_epoch >= self.start_epoch:
-            if check is None:
-                check, check_hidden = valid, valid_hidden
-            self._check_gain(check, check_hidden)
-        if self.best_state is not None:
-            self.module.load_state_dict(self.best_state)
-        self.module.eval()
-        return self
 
     def _gates(self):
         """The module's base gates (the weights of the network in the mix)."""
